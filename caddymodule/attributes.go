@@ -1,0 +1,148 @@
+package caddymodule
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+
+	"github.com/tokentap/tokentap/meter"
+)
+
+// tokentap.* attribute keys: what the GenAI semantic conventions lack.
+// docs/telemetry.md documents each; dashboards depend on these names.
+const (
+	attrTimeToFirstByte         = attribute.Key("tokentap.time_to_first_byte")
+	attrTimeToFirstToken        = attribute.Key("tokentap.time_to_first_token")
+	attrTimeToFirstVisibleToken = attribute.Key("tokentap.time_to_first_visible_token")
+	attrOutputTokensPerSecond   = attribute.Key("tokentap.output_tokens_per_second")
+	attrTimePerOutputToken      = attribute.Key("tokentap.time_per_output_token")
+	attrChunks                  = attribute.Key("tokentap.chunks")
+	attrMaxChunkGap             = attribute.Key("tokentap.max_chunk_gap")
+	attrStalls                  = attribute.Key("tokentap.stalls")
+	attrUsageSource             = attribute.Key("tokentap.usage.source")
+	attrOutcome                 = attribute.Key("tokentap.outcome")
+	attrInflight                = attribute.Key("tokentap.inflight")
+	attrOverhead                = attribute.Key("tokentap.overhead")
+	attrDialect                 = attribute.Key("tokentap.dialect")
+	attrDegraded                = attribute.Key("tokentap.degraded")
+	attrDegradedReason          = attribute.Key("tokentap.degraded.reason")
+	attrServerTimingPrefix      = "tokentap.server_timing."
+	httpResponseStatusCodeKey   = attribute.Key("http.response.status_code")
+)
+
+// appendMeasurement appends the attributes a measurement defines. Values that
+// were not observed are left out rather than reported as zero, so a missing
+// first token is never confused with an instant one.
+func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attribute.KeyValue {
+	attrs = append(attrs,
+		semconv.GenAIOperationNameKey.String(m.Operation),
+		attrDialect.String(m.Dialect),
+		attrOutcome.String(m.Outcome.String()),
+		attrUsageSource.String(m.Usage.Source.String()),
+	)
+	rq := &m.Request
+	if rq.Model != "" {
+		attrs = append(attrs, semconv.GenAIRequestModel(rq.Model))
+	}
+	if rq.Stream {
+		// semconv: set if and only if the request is streaming.
+		attrs = append(attrs, semconv.GenAIRequestStream(true))
+	}
+	if rq.HasMaxTokens {
+		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(rq.MaxTokens)))
+	}
+	if rq.HasTemperature {
+		attrs = append(attrs, semconv.GenAIRequestTemperature(rq.Temperature))
+	}
+	if rq.HasTopP {
+		attrs = append(attrs, semconv.GenAIRequestTopP(rq.TopP))
+	}
+	if m.ResponseModel != "" {
+		attrs = append(attrs, semconv.GenAIResponseModel(m.ResponseModel))
+	}
+	if m.ResponseID != "" {
+		attrs = append(attrs, semconv.GenAIResponseID(m.ResponseID))
+	}
+	if reasons := finishReasons(m.FinishReasons); len(reasons) > 0 {
+		attrs = append(attrs, semconv.GenAIResponseFinishReasons(reasons...))
+	}
+	if m.StatusCode > 0 {
+		attrs = append(attrs, httpResponseStatusCodeKey.Int(m.StatusCode))
+	}
+	if m.ErrorType != "" {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(m.ErrorType))
+	}
+
+	u := &m.Usage
+	if u.Source != meter.UsageAbsent {
+		for _, c := range []struct {
+			key attribute.Key
+			n   int64
+		}{
+			{semconv.GenAIUsageInputTokensKey, u.InputTokens},
+			{semconv.GenAIUsageOutputTokensKey, u.OutputTokens},
+			{semconv.GenAIUsageCacheReadInputTokensKey, u.CacheReadInputTokens},
+			{semconv.GenAIUsageCacheCreationInputTokensKey, u.CacheCreationInputTokens},
+			{semconv.GenAIUsageReasoningOutputTokensKey, u.ReasoningOutputTokens},
+		} {
+			if c.n >= 0 {
+				attrs = append(attrs, c.key.Int64(c.n))
+			}
+		}
+	}
+
+	seconds := func(k attribute.Key, d interface{ Seconds() float64 }, ok bool) {
+		if ok {
+			attrs = append(attrs, k.Float64(d.Seconds()))
+		}
+	}
+	if m.Streamed {
+		seconds(semconv.GenAIResponseTimeToFirstChunkKey, m.FirstChunk, m.FirstChunk > 0)
+		attrs = append(attrs, attrChunks.Int64(m.Chunks), attrStalls.Int64(m.Stalls))
+		seconds(attrMaxChunkGap, m.MaxChunkGap, m.Chunks > 1)
+	}
+	seconds(attrTimeToFirstByte, m.FirstByte, m.FirstByte > 0)
+	seconds(attrTimeToFirstToken, m.FirstToken, m.FirstToken > 0)
+	seconds(attrTimeToFirstVisibleToken, m.FirstVisibleToken, m.FirstVisibleToken > 0)
+	if rate, ok := m.OutputTokensPerSecond(); ok {
+		attrs = append(attrs, attrOutputTokensPerSecond.Float64(rate))
+	}
+	if tpot, ok := m.TimePerOutputToken(); ok {
+		seconds(attrTimePerOutputToken, tpot, true)
+	}
+	for _, st := range m.ServerTimings {
+		attrs = append(attrs, attribute.Float64(attrServerTimingPrefix+st.Name, st.Seconds))
+	}
+	if m.Degraded > 0 {
+		attrs = append(attrs, attrDegraded.Int64(m.Degraded), attrDegradedReason.String(m.DegradedReason))
+	}
+	return attrs
+}
+
+// finishReasons drops the empty slots of choices that never finished, which
+// happens when a stream is cut.
+func finishReasons(rs []string) []string {
+	for _, r := range rs {
+		if r == "" {
+			out := make([]string, 0, len(rs))
+			for _, r := range rs {
+				if r != "" {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+	}
+	return rs
+}
+
+// isFailure reports whether the span's status should be Error: the exchange
+// failed upstream or was cut short. A client leaving is not an error of the
+// system being measured.
+func isFailure(m *meter.Measurement) bool {
+	return m.Outcome == meter.OutcomeUpstreamError || m.Outcome == meter.OutcomeTruncated
+}
+
+func spanErrorStatus(m *meter.Measurement) (codes.Code, string) {
+	return codes.Error, m.Outcome.String() + ": " + m.ErrorType
+}

@@ -1,0 +1,83 @@
+package caddymodule
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("tokentap", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("tokentap", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	t := new(Handler)
+	err := t.UnmarshalCaddyfile(h.Dispenser)
+	return t, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	tokentap [<matcher>] {
+//		provider          <name>
+//		dialect           <name>
+//		max_request_body  <size>
+//		max_response_body <size>
+//		max_event_size    <size>
+//		stall_threshold   <duration>
+//	}
+//
+// The directive is ordered before reverse_proxy. Put it in the same handle
+// block as the reverse_proxy it measures.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		if seen[opt] {
+			return d.Errf("%s already specified", opt)
+		}
+		seen[opt] = true
+		var arg string
+		if !d.Args(&arg) {
+			return d.ArgErr()
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		switch opt {
+		case "provider":
+			h.Provider = arg
+		case "dialect":
+			h.Dialect = arg
+		case "max_request_body", "max_response_body", "max_event_size":
+			size, err := humanize.ParseBytes(arg)
+			if err != nil {
+				return d.Errf("parsing %s: %v", opt, err)
+			}
+			switch opt {
+			case "max_request_body":
+				h.MaxRequestBody = int64(size)
+			case "max_response_body":
+				h.MaxResponseBody = int64(size)
+			default:
+				h.MaxEventSize = int64(size)
+			}
+		case "stall_threshold":
+			dur, err := caddy.ParseDuration(arg)
+			if err != nil {
+				return d.Errf("parsing stall_threshold: %v", err)
+			}
+			h.StallThreshold = caddy.Duration(dur)
+		default:
+			return d.Errf("unrecognized tokentap option '%s'", opt)
+		}
+	}
+	return nil
+}

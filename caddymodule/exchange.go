@@ -1,0 +1,241 @@
+package caddymodule
+
+import (
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/tokentap/tokentap/meter"
+)
+
+// exchange is the state of one measured request. Everything in it is used
+// from the request's goroutine only (the request body tee has its own lock),
+// so the hot path takes no lock shared with other requests.
+type exchange struct {
+	h     *Handler
+	r     *http.Request
+	info  meter.DialectInfo
+	meter meter.Meter
+	tee   *teeBody
+	span  trace.Span
+
+	// requestRead is set once the request body was parsed in full.
+	requestRead bool
+	// responded is set at the first final status.
+	responded bool
+	// broken is set when tokentap's own code panicked: measuring stops for
+	// this request, and the traffic goes on untouched.
+	broken bool
+
+	inflight *inflightCounter
+	// inflightAhead is how many requests to the same upstream and model
+	// were in flight when this one's response began.
+	inflightAhead int64
+	overhead      time.Duration
+}
+
+func (h *Handler) begin(r *http.Request) *exchange {
+	start := time.Now()
+	x := &exchange{h: h, r: r}
+	if h.dialect != nil {
+		x.info = *h.dialect
+	} else {
+		x.info = meter.DetectDialect(r.URL.Path)
+	}
+	x.meter.Init(x.info.New(), meter.Options{
+		MaxEventSize:   int(h.MaxEventSize),
+		MaxBodySize:    int(h.MaxResponseBody),
+		StallThreshold: time.Duration(h.StallThreshold),
+	}, start)
+	return x
+}
+
+// prepare starts the span, tees the request body and propagates the trace
+// context upstream. It returns the request to pass on.
+func (x *exchange) prepare(r *http.Request) *http.Request {
+	h := x.h
+	t0 := time.Now()
+	defer func() { x.overhead += time.Since(t0) }()
+
+	ctx := r.Context()
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		// No tracing handler in front: continue the client's trace if it
+		// sent one.
+		ctx = h.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	op := x.meter.Dialect().Operation(r.URL.Path)
+	ctx, x.span = h.tracer.Start(ctx, op,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithTimestamp(x.meter.M.Start),
+		trace.WithAttributes(
+			semconv.GenAIOperationNameKey.String(op),
+			semconv.GenAIProviderNameKey.String(x.provider("")),
+		))
+	// reverse_proxy copies the request headers upstream, so the upstream
+	// sees this span as its parent.
+	h.propagator.Inject(ctx, propagation.HeaderCarrier(r.Header))
+
+	if r.Body != nil && r.Body != http.NoBody && h.MaxRequestBody > 0 {
+		x.tee = newTeeBody(r.Body, h.MaxRequestBody, r.ContentLength)
+		r.Body = x.tee
+	}
+	return r.WithContext(ctx)
+}
+
+// provider is the gen_ai.provider.name: configured, else the upstream host's
+// provider, else the dialect's.
+func (x *exchange) provider(upstreamHost string) string {
+	if x.h.Provider != "" {
+		return x.h.Provider
+	}
+	if p := meter.ProviderForHost(upstreamHost); p != "" {
+		return p
+	}
+	return x.info.Provider
+}
+
+// safely runs tokentap's own measuring code so that a bug in it costs this
+// request its measurement and nothing else.
+func (x *exchange) safely(what string, f func()) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			x.broken = true
+			x.meter.Abandon()
+			x.meter.Observer().Degrade("internal_panic")
+			internalPanics.Add(1)
+			if n := x.h.faults.Add(1); n == 1 {
+				x.h.logger.Error("recovered a panic in tokentap's measuring code; the request continues unmeasured",
+					zap.String("during", what),
+					zap.Any("panic", rec),
+					zap.ByteString("stack", debug.Stack()))
+			}
+		}
+	}()
+	f()
+}
+
+// readRequest parses the request parameters from what the tee has copied.
+func (x *exchange) readRequest() {
+	if x.requestRead {
+		return
+	}
+	var body []byte
+	var truncated, complete bool
+	if x.tee != nil {
+		body, truncated, complete = x.tee.snapshot()
+	} else {
+		complete = true
+	}
+	x.meter.Request(x.r.URL.Path, body, truncated)
+	x.requestRead = complete || truncated
+}
+
+// response is called once, at the first final status from upstream.
+func (x *exchange) response(status int, header http.Header) {
+	if x.broken {
+		return
+	}
+	t0 := time.Now()
+	x.safely("response", func() {
+		x.readRequest()
+		x.meter.Response(status, header.Get("Content-Type"), header.Get("Content-Encoding"))
+		host, port := x.upstream()
+		x.inflight = inflightFor(host, port, x.meter.M.Request.Model)
+		x.inflightAhead = x.inflight.n.Add(1) - 1
+		if model := x.meter.M.Request.Model; model != "" {
+			x.span.SetName(x.meter.M.Operation + " " + model)
+		}
+	})
+	x.overhead += time.Since(t0)
+}
+
+// feed measures response bytes after they were forwarded to the client.
+func (x *exchange) feed(p []byte, at time.Time) {
+	if x.broken {
+		return
+	}
+	t0 := time.Now()
+	x.safely("write", func() { x.meter.Write(p, at) })
+	x.overhead += time.Since(t0)
+}
+
+// upstream returns the host and port reverse_proxy chose, when it set them.
+func (x *exchange) upstream() (host string, port int) {
+	repl, ok := x.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return "", 0
+	}
+	host, _ = repl.GetString("http.reverse_proxy.upstream.host")
+	if p, ok := repl.GetString("http.reverse_proxy.upstream.port"); ok {
+		port, _ = strconv.Atoi(p)
+	}
+	return host, port
+}
+
+// finish completes the measurement and ends the span. abort says whether the
+// transport broke (see meter.Meter.Finish).
+func (x *exchange) finish(abort meter.Outcome, errorType string) {
+	end := time.Now()
+	if x.inflight != nil {
+		x.inflight.n.Add(-1)
+	}
+	var m *meter.Measurement
+	x.safely("finish", func() {
+		x.readRequest()
+		m = x.meter.Finish(end, abort, errorType)
+	})
+	if m == nil {
+		// The meter itself failed; end the span with what is certain.
+		m = &x.meter.M
+		if m.Outcome == meter.OutcomeUnknown {
+			m.Outcome = abort
+		}
+	}
+	x.overhead += time.Since(end)
+	ended := false
+	x.safely("span", func() {
+		x.endSpan(m, end)
+		ended = true
+	})
+	if !ended {
+		x.span.End(trace.WithTimestamp(end))
+	}
+}
+
+func (x *exchange) endSpan(m *meter.Measurement, end time.Time) {
+	span := x.span
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	host, port := x.upstream()
+	if m.Request.Model != "" {
+		span.SetName(m.Operation + " " + m.Request.Model)
+	}
+	attrs := make([]attribute.KeyValue, 0, 40)
+	attrs = append(attrs, semconv.GenAIProviderNameKey.String(x.provider(host)))
+	attrs = appendMeasurement(attrs, m)
+	if host != "" {
+		attrs = append(attrs, semconv.ServerAddress(host))
+		if port > 0 {
+			attrs = append(attrs, semconv.ServerPort(port))
+		}
+	}
+	attrs = append(attrs,
+		attrInflight.Int64(x.inflightAhead),
+		attrOverhead.Float64(x.overhead.Seconds()),
+	)
+	span.SetAttributes(attrs...)
+	if isFailure(m) {
+		span.SetStatus(spanErrorStatus(m))
+	}
+	span.End(trace.WithTimestamp(end))
+}

@@ -1,0 +1,202 @@
+// Package caddymodule adapts tokentap to Caddy: the http.handlers.tokentap
+// middleware, its Caddyfile directive and the OpenTelemetry export.
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/tokentap/tokentap/meter"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Defaults of the Handler's configuration.
+const (
+	DefaultMaxRequestBody  = 4 << 20
+	DefaultMaxResponseBody = 4 << 20
+)
+
+// Handler measures the LLM API exchanges that pass through it and exports one
+// OpenTelemetry span per exchange. It sits in front of reverse_proxy and is
+// transparent: every byte of the response reaches the client unchanged and
+// at the same moment it would have without tokentap, and measurement faults
+// degrade the measurement, never the traffic.
+//
+// Traces are exported over OTLP (gRPC by default) and configured with the
+// standard OTEL_* environment variables; see the README.
+type Handler struct {
+	// Provider sets gen_ai.provider.name (e.g. "openai", "anthropic",
+	// "gcp.gemini"). Default: inferred from the upstream host when it is a
+	// known provider's, else from the dialect (OpenAI-compatible servers
+	// are "openai").
+	Provider string `json:"provider,omitempty"`
+
+	// Dialect forces the API format used to read the exchange instead of
+	// choosing it from the request path. Known: "openai_chat".
+	// Default: automatic.
+	Dialect string `json:"dialect,omitempty"`
+
+	// MaxRequestBody is how many bytes of the request body are copied, as
+	// the upload passes, to read the model and parameters. The upload
+	// itself is never held back or limited. Default: 4 MiB.
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+
+	// MaxResponseBody is how many bytes of a non-streamed (JSON) response
+	// are kept to read its usage at the end; past it the usage of that
+	// response is not measured and the fault is counted. Default: 4 MiB.
+	MaxResponseBody int64 `json:"max_response_body,omitempty"`
+
+	// MaxEventSize caps one streamed event; a larger event is skipped by
+	// the measurement (never by the traffic) and counted. Default: 1 MiB.
+	MaxEventSize int64 `json:"max_event_size,omitempty"`
+
+	// StallThreshold is the gap between two streamed chunks that counts as
+	// a stall in tokentap.stalls. Default: 1s.
+	StallThreshold caddy.Duration `json:"stall_threshold,omitempty"`
+
+	dialect    *meter.DialectInfo
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	logger     *zap.Logger
+	release    func()
+
+	// faults counts panics recovered in tokentap's own measuring code, so
+	// each handler logs only its first.
+	faults *atomic.Int64
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.tokentap",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision applies defaults and attaches the handler to the shared
+// TracerProvider.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	h.faults = new(atomic.Int64)
+	if h.MaxRequestBody == 0 {
+		h.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if h.MaxResponseBody == 0 {
+		h.MaxResponseBody = DefaultMaxResponseBody
+	}
+	if h.Dialect != "" {
+		d, ok := meter.LookupDialect(h.Dialect)
+		if !ok {
+			return fmt.Errorf("unknown dialect %q (known: %s)", h.Dialect, strings.Join(meter.DialectNames(), ", "))
+		}
+		h.dialect = &d
+	}
+	tp, release, err := acquireTracerProvider(ctx, h.logger)
+	if err != nil {
+		return fmt.Errorf("setting up trace export: %v", err)
+	}
+	h.release = release
+	h.tracer = tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(version()))
+	h.propagator = propagator()
+	return nil
+}
+
+// Validate rejects configurations that cannot work.
+func (h *Handler) Validate() error {
+	if h.MaxRequestBody < 0 {
+		return fmt.Errorf("max_request_body must be at least 0: %d", h.MaxRequestBody)
+	}
+	if h.MaxResponseBody < 0 {
+		return fmt.Errorf("max_response_body must be at least 0: %d", h.MaxResponseBody)
+	}
+	if h.MaxEventSize < 0 {
+		return fmt.Errorf("max_event_size must be at least 0: %d", h.MaxEventSize)
+	}
+	if h.StallThreshold < 0 {
+		return fmt.Errorf("stall_threshold must be at least 0: %v", time.Duration(h.StallThreshold))
+	}
+	return nil
+}
+
+// Cleanup releases the handler's hold on the shared TracerProvider; the last
+// handler to go flushes and shuts it down. Safe after a failed Provision.
+func (h *Handler) Cleanup() error {
+	if h.release != nil {
+		h.release()
+		h.release = nil
+	}
+	return nil
+}
+
+// ServeHTTP measures the exchange while next (reverse_proxy) carries it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if isUpgrade(r) {
+		// WebSockets and other upgrades are not LLM exchanges; they pass
+		// through untouched and unmeasured.
+		return next.ServeHTTP(w, r)
+	}
+	x := h.begin(r)
+	r = x.prepare(r)
+	ww := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, x: x}
+	defer func() {
+		if rec := recover(); rec != nil {
+			// reverse_proxy aborts a broken stream by panicking with
+			// http.ErrAbortHandler; the span must still end, and the
+			// panic must go on so net/http drops the connection.
+			abort := meter.OutcomeUpstreamError
+			if ww.writeErr != nil || r.Context().Err() != nil {
+				abort = meter.OutcomeClientAbort
+			}
+			x.finish(abort, "stream_aborted")
+			panic(rec)
+		}
+	}()
+	err := next.ServeHTTP(ww, r)
+	switch {
+	case err == nil:
+		x.finish(meter.OutcomeUnknown, "")
+	case r.Context().Err() != nil:
+		x.finish(meter.OutcomeClientAbort, "")
+	default:
+		x.finish(meter.OutcomeUpstreamError, handlerErrorType(err))
+	}
+	return err
+}
+
+// handlerErrorType names an error returned by the next handler: the HTTP
+// status Caddy will answer with (e.g. 502 when the upstream is down), else
+// _OTHER.
+func handlerErrorType(err error) string {
+	var he caddyhttp.HandlerError
+	if errors.As(err, &he) && he.StatusCode != 0 {
+		return fmt.Sprint(he.StatusCode)
+	}
+	return "_OTHER"
+}
+
+func isUpgrade(r *http.Request) bool {
+	return r.Method == http.MethodConnect || r.Header.Get("Upgrade") != ""
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)

@@ -1,0 +1,89 @@
+package caddymodule
+
+import (
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// responseWriter forwards every call to the client first and measures after,
+// so measurement never delays or alters a byte. It never keeps the caller's
+// buffer: reverse_proxy reuses it as soon as Write returns.
+//
+// Flushing, hijacking and deadlines reach the real writer through Unwrap
+// (promoted from ResponseWriterWrapper), which http.ResponseController
+// follows.
+type responseWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	x           *exchange
+	wroteHeader bool
+	// writeErr is the first error writing to the client: a failed write
+	// means the client is gone, which tells a client abort from an
+	// upstream failure when reverse_proxy aborts the stream.
+	writeErr error
+}
+
+// WriteHeader forwards the status, then lets the measurement see the final
+// status and headers. 1xx statuses pass through unmeasured; 101 (an upgrade)
+// switches measuring off for the exchange.
+func (w *responseWriter) WriteHeader(status int) {
+	w.ResponseWriterWrapper.WriteHeader(status)
+	if w.wroteHeader {
+		return
+	}
+	if status == http.StatusSwitchingProtocols {
+		w.wroteHeader = true
+		w.x.broken = true
+		return
+	}
+	if status >= 200 {
+		w.wroteHeader = true
+		w.x.response(status, w.Header())
+	}
+}
+
+// Write forwards p to the client, then feeds what was written to the meter.
+func (w *responseWriter) Write(p []byte) (int, error) {
+	at := time.Now()
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriterWrapper.Write(p)
+	if err != nil && w.writeErr == nil {
+		w.writeErr = err
+	}
+	if n > 0 {
+		w.x.feed(p[:n], at)
+	}
+	return n, err
+}
+
+// ReadFrom keeps io.Copy callers (file_server, respond, error pages) on the
+// measured Write path; the embedded wrapper's ReadFrom would go straight to
+// the client and bypass the measurement.
+func (w *responseWriter) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(writerOnly{w}, r)
+}
+
+// FlushError flushes the client connection. Declaring it lets callers that
+// type-assert http.Flusher-style interfaces flush without unwrapping.
+func (w *responseWriter) FlushError() error {
+	return http.NewResponseController(w.ResponseWriterWrapper).Flush() //nolint:bodyclose
+}
+
+// Flush is FlushError for callers that use the http.Flusher interface.
+func (w *responseWriter) Flush() {
+	_ = w.FlushError()
+}
+
+// writerOnly hides ReadFrom so io.Copy falls back to Write.
+type writerOnly struct{ io.Writer }
+
+// Interface guards
+var (
+	_ http.ResponseWriter = (*responseWriter)(nil)
+	_ http.Flusher        = (*responseWriter)(nil)
+	_ io.ReaderFrom       = (*responseWriter)(nil)
+)

@@ -1,0 +1,191 @@
+package meter
+
+import "time"
+
+// Outcome says how an exchange ended. Dashboards group errors by it, so the
+// values are a closed set.
+type Outcome uint8
+
+const (
+	// OutcomeUnknown is the zero value: the exchange has not finished.
+	OutcomeUnknown Outcome = iota
+	// OutcomeCompleted: the response ended with its dialect's terminator
+	// (for example data: [DONE]) or, when not streamed, a complete body.
+	OutcomeCompleted
+	// OutcomeTruncated: the stream ended cleanly at the transport level but
+	// without its terminator, so usage and finish reasons may be missing.
+	OutcomeTruncated
+	// OutcomeUpstreamError: an error status, an error event inside a stream,
+	// or the upstream connection failing mid-response.
+	OutcomeUpstreamError
+	// OutcomeClientAbort: the client went away before the response ended.
+	OutcomeClientAbort
+)
+
+var outcomeNames = [...]string{"unknown", "completed", "truncated", "upstream_error", "client_abort"}
+
+// String returns the name used in telemetry (tokentap.outcome).
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// UsageSource says where token counts came from, so that an estimate is never
+// mistaken for the provider's own count.
+type UsageSource uint8
+
+const (
+	// UsageAbsent: no counts are known.
+	UsageAbsent UsageSource = iota
+	// UsageReported: the provider reported the counts in the response.
+	UsageReported
+	// UsageInjected: the counts were reported because tokentap asked the
+	// provider for them on the client's behalf.
+	UsageInjected
+	// UsageEstimated: the output count was estimated from the streamed text
+	// because the provider reported none.
+	UsageEstimated
+)
+
+var usageSourceNames = [...]string{"absent", "reported", "injected", "estimated"}
+
+// String returns the name used in telemetry (tokentap.usage.source).
+func (s UsageSource) String() string {
+	if int(s) < len(usageSourceNames) {
+		return usageSourceNames[s]
+	}
+	return "absent"
+}
+
+// Usage is token usage in semconv's terms: InputTokens includes cached input
+// tokens and OutputTokens includes reasoning tokens, whatever the provider's
+// own arithmetic. A negative count means the provider did not report it.
+type Usage struct {
+	InputTokens              int64
+	OutputTokens             int64
+	CacheReadInputTokens     int64
+	CacheCreationInputTokens int64
+	ReasoningOutputTokens    int64
+	Source                   UsageSource
+}
+
+// unknownUsage is Usage with nothing known.
+var unknownUsage = Usage{-1, -1, -1, -1, -1, UsageAbsent}
+
+// Request holds what the client asked for, read from the request body. Absent
+// values are left at their zero value with the matching Has flag false.
+type Request struct {
+	Model          string
+	Stream         bool
+	HasStream      bool
+	MaxTokens      int64
+	HasMaxTokens   bool
+	Temperature    float64
+	HasTemperature bool
+	TopP           float64
+	HasTopP        bool
+	// IncludeUsage is OpenAI's stream_options.include_usage.
+	IncludeUsage bool
+	// Truncated is true when the body was larger than the tee's cap, so
+	// fields after the cap may be missing.
+	Truncated bool
+}
+
+// ServerTiming is a timing the provider reported about its own work, such as
+// Ollama's eval_duration. Name becomes tokentap.server_timing.<Name>.
+type ServerTiming struct {
+	Name    string
+	Seconds float64
+}
+
+// Measurement is everything observed about one exchange. Durations are
+// offsets from Start; zero means "not observed", because nothing can arrive
+// at exactly the instant the request did.
+type Measurement struct {
+	// Dialect is the name of the dialect that read the exchange.
+	Dialect string
+	// Operation is the semconv gen_ai.operation.name, e.g. "chat".
+	Operation string
+	// Start is when the request reached the proxy.
+	Start time.Time
+	// Request is what the client asked for.
+	Request Request
+
+	// StatusCode is the upstream's HTTP status (0 if none arrived).
+	StatusCode int
+	// Streamed is true when the response was an event stream.
+	Streamed bool
+
+	FirstByte         time.Duration // first response body byte
+	FirstChunk        time.Duration // first decoded event
+	FirstToken        time.Duration // first event with generated output of any kind
+	FirstVisibleToken time.Duration // first event with answer text (not reasoning, not tool arguments)
+	LastToken         time.Duration // last event with generated output
+	End               time.Duration // when the exchange finished
+
+	// Chunks counts decoded events (SSE events, NDJSON lines, frames).
+	Chunks int64
+	// MaxChunkGap is the longest time between two consecutive chunks.
+	MaxChunkGap time.Duration
+	// Stalls counts gaps between chunks longer than the stall threshold.
+	Stalls int64
+	// OutputEvents counts events that carried generated output.
+	OutputEvents int64
+	// EstimatedOutputTokens is the running estimate from the streamed text;
+	// it becomes Usage.OutputTokens when the provider reports none.
+	EstimatedOutputTokens int64
+
+	// Usage holds the token counts and where they came from.
+	Usage Usage
+
+	ResponseModel string
+	ResponseID    string
+	// FinishReasons holds one reason per choice, in choice index order.
+	FinishReasons []string
+
+	// Outcome and ErrorType say how it ended; ErrorType is a low-cardinality
+	// identifier (an HTTP status like "429", a provider error type like
+	// "server_error", or "_OTHER") and empty on success.
+	Outcome   Outcome
+	ErrorType string
+
+	// ServerTimings are the provider's own timings, when it reports any.
+	ServerTimings []ServerTiming
+
+	// Bytes is the response body size seen.
+	Bytes int64
+	// Degraded counts measurement faults that cost accuracy but not traffic:
+	// undecodable events, oversized events, bodies over the cap.
+	Degraded int64
+	// DegradedReason is the first such fault, for the log.
+	DegradedReason string
+}
+
+// OutputTokensPerSecond is the decode rate: (output tokens - 1) divided by the
+// time from the first to the last output event. The first token's time is
+// not included, because it is time to first token, not decoding. ok is false
+// when the rate is undefined (fewer than two tokens, or no time between them).
+func (m *Measurement) OutputTokensPerSecond() (rate float64, ok bool) {
+	span := m.LastToken - m.FirstToken
+	n := m.Usage.OutputTokens
+	if n < 2 || m.FirstToken == 0 || span <= 0 {
+		return 0, false
+	}
+	return float64(n-1) / span.Seconds(), true
+}
+
+// TimePerOutputToken is the inverse of OutputTokensPerSecond, with the same
+// conditions.
+func (m *Measurement) TimePerOutputToken() (time.Duration, bool) {
+	span := m.LastToken - m.FirstToken
+	n := m.Usage.OutputTokens
+	if n < 2 || m.FirstToken == 0 || span <= 0 {
+		return 0, false
+	}
+	return span / time.Duration(n-1), true
+}
+
+// Duration is the time from the request's arrival to its end.
+func (m *Measurement) Duration() time.Duration { return m.End }

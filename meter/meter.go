@@ -1,0 +1,259 @@
+package meter
+
+import (
+	"mime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentap/tokentap/sse"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxBodySize    = 4 << 20
+	DefaultStallThreshold = time.Second
+)
+
+// Options tune a Meter. Zero values mean the defaults.
+type Options struct {
+	// MaxEventSize caps one streamed event; larger events are skipped and
+	// counted as degraded. Default sse.DefaultMaxEventSize (1 MiB).
+	MaxEventSize int
+	// MaxBodySize caps how much of a non-streamed body is kept to read its
+	// usage. Default 4 MiB.
+	MaxBodySize int
+	// StallThreshold is the gap between chunks counted as a stall.
+	// Default 1s.
+	StallThreshold time.Duration
+}
+
+// framing is how the response body is cut into pieces for the dialect.
+type framing uint8
+
+const (
+	framingNone framing = iota // bytes are counted, not read
+	framingSSE                 // text/event-stream
+	framingBody                // one JSON body, read at the end
+)
+
+// Meter measures one exchange. Use it from one goroutine at a time: the
+// request's. The zero value is not usable; call Init or New.
+type Meter struct {
+	// M is the measurement being built; complete after Finish.
+	M Measurement
+
+	opts      Options
+	dialect   Dialect
+	obs       Observer
+	framing   framing
+	dec       sse.Decoder
+	body      []byte
+	overCap   bool
+	lastChunk time.Duration
+	lastWrite time.Duration
+	finished  bool
+	abandoned bool
+}
+
+// New returns a Meter for one exchange that started at start.
+func New(d Dialect, opts Options, start time.Time) *Meter {
+	mt := new(Meter)
+	mt.Init(d, opts, start)
+	return mt
+}
+
+// Init prepares mt for a new exchange, so a Meter can live inside a larger
+// per-request struct without a separate allocation.
+func (mt *Meter) Init(d Dialect, opts Options, start time.Time) {
+	if opts.MaxEventSize <= 0 {
+		opts.MaxEventSize = sse.DefaultMaxEventSize
+	}
+	if opts.MaxBodySize <= 0 {
+		opts.MaxBodySize = DefaultMaxBodySize
+	}
+	if opts.StallThreshold <= 0 {
+		opts.StallThreshold = DefaultStallThreshold
+	}
+	*mt = Meter{opts: opts, dialect: d}
+	mt.M.Start = start
+	mt.M.Dialect = d.Name()
+	mt.M.Usage = unknownUsage
+	mt.obs = Observer{m: &mt.M, timed: true}
+	mt.dec.MaxEventSize = opts.MaxEventSize
+	mt.dec.OnEvent = mt.onEvent
+}
+
+// Dialect returns the dialect reading this exchange.
+func (mt *Meter) Dialect() Dialect { return mt.dialect }
+
+// Observer returns the observer that dialects report to. Callers outside a
+// dialect use it to record what they learn elsewhere, such as a fault.
+func (mt *Meter) Observer() *Observer { return &mt.obs }
+
+// Request reads the client's parameters from the request body (or the first
+// part of it, with truncated set, when it exceeded the tee's cap).
+func (mt *Meter) Request(path string, body []byte, truncated bool) {
+	mt.M.Operation = mt.dialect.Operation(path)
+	mt.dialect.Request(&mt.M.Request, body)
+	mt.M.Request.Truncated = truncated
+}
+
+// Response records the response status and headers and chooses how the body
+// will be read: an event stream event by event, a JSON body whole at the
+// end, anything else only counted.
+func (mt *Meter) Response(status int, contentType, contentEncoding string) {
+	mt.M.StatusCode = status
+	if ce := strings.TrimSpace(contentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
+		// Compressed bodies are measured once decompression lands; until
+		// then they pass through counted but unread.
+		mt.obs.Degrade("content_encoding")
+		mt.framing = framingNone
+		return
+	}
+	mt.framing = framingNone
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		mediaType = strings.ToLower(strings.TrimSpace(contentType))
+	}
+	switch {
+	case mediaType == "text/event-stream":
+		mt.framing = framingSSE
+		mt.M.Streamed = true
+	case mediaType == "application/json" || strings.HasSuffix(mediaType, "+json") || status >= 400:
+		mt.framing = framingBody
+	}
+}
+
+// Write feeds response body bytes that arrived at time at. It never keeps p.
+func (mt *Meter) Write(p []byte, at time.Time) {
+	if len(p) == 0 || mt.finished {
+		return
+	}
+	off := at.Sub(mt.M.Start)
+	if off <= 0 {
+		off = 1
+	}
+	if mt.M.FirstByte == 0 {
+		mt.M.FirstByte = off
+	}
+	mt.M.Bytes += int64(len(p))
+	mt.obs.at = off
+	mt.lastWrite = off
+	switch mt.framing {
+	case framingSSE:
+		mt.dec.Write(p)
+	case framingBody:
+		if mt.overCap {
+			return
+		}
+		if len(mt.body)+len(p) > mt.opts.MaxBodySize {
+			mt.overCap = true
+			mt.body = nil
+			mt.obs.Degrade("body_over_cap")
+			return
+		}
+		mt.body = append(mt.body, p...)
+	}
+}
+
+func (mt *Meter) onEvent(ev *sse.Event) {
+	m := &mt.M
+	at := mt.obs.at
+	if m.Chunks == 0 {
+		m.FirstChunk = at
+	} else {
+		gap := at - mt.lastChunk
+		if gap > m.MaxChunkGap {
+			m.MaxChunkGap = gap
+		}
+		if gap > mt.opts.StallThreshold {
+			m.Stalls++
+		}
+	}
+	mt.lastChunk = at
+	m.Chunks++
+	mt.dialect.Event(&mt.obs, ev)
+}
+
+// Finish completes the measurement at time at. abort is OutcomeUnknown when
+// the response ended normally, or OutcomeClientAbort / OutcomeUpstreamError
+// when the transport broke; errorType then says why, if known. Finish is
+// idempotent: later calls return the same measurement.
+func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurement {
+	m := &mt.M
+	if mt.finished {
+		return m
+	}
+	switch mt.framing {
+	case framingSSE:
+		// An event still pending at the end (llama.cpp's [DONE] without
+		// its blank line) arrived with the last write, not at the end.
+		mt.obs.at = mt.lastWrite
+		mt.dec.Close()
+		if s := mt.dec.Stats(); s.Oversized > 0 {
+			m.Degraded += s.Oversized
+			if m.DegradedReason == "" {
+				m.DegradedReason = "event_over_cap"
+			}
+		}
+	case framingBody:
+		if !mt.overCap && len(mt.body) > 0 {
+			mt.obs.timed = false
+			mt.dialect.Body(&mt.obs, mt.body)
+		}
+		mt.body = nil
+	}
+	mt.finished = true
+	m.End = at.Sub(m.Start)
+
+	switch {
+	case mt.abandoned && abort == OutcomeUnknown && m.StatusCode < 400:
+		m.Outcome = OutcomeUnknown
+	case abort != OutcomeUnknown:
+		m.Outcome = abort
+		if abort == OutcomeUpstreamError && m.ErrorType == "" {
+			m.ErrorType = errorType
+			if m.ErrorType == "" {
+				m.ErrorType = "_OTHER"
+			}
+		}
+	case m.StatusCode >= 400:
+		m.Outcome = OutcomeUpstreamError
+		// The status is the stable, low-cardinality name for an HTTP
+		// failure; a provider type from the body is finer but varies.
+		m.ErrorType = strconv.Itoa(m.StatusCode)
+	case errorType != "":
+		m.Outcome = OutcomeUpstreamError
+		m.ErrorType = errorType
+	case mt.obs.failed:
+		m.Outcome = OutcomeUpstreamError
+	case m.Streamed && !mt.obs.done:
+		m.Outcome = OutcomeTruncated
+		m.ErrorType = "truncated"
+	default:
+		m.Outcome = OutcomeCompleted
+	}
+
+	// An estimate is better than nothing, but never on an error status:
+	// those bodies hold no generated text and must not show fake counts.
+	if m.Usage.OutputTokens < 0 && m.StatusCode < 400 && m.EstimatedOutputTokens > 0 {
+		m.Usage.OutputTokens = m.EstimatedOutputTokens
+		if m.Usage.Source == UsageAbsent {
+			m.Usage.Source = UsageEstimated
+		}
+	}
+	return m
+}
+
+// Abandon stops reading the exchange after a fault in the dialect: nothing
+// more is fed to it, and Finish reports only what the transport says, with
+// the outcome left unknown unless the transport failed.
+func (mt *Meter) Abandon() {
+	mt.abandoned = true
+	mt.framing = framingNone
+	mt.body = nil
+}
+
+// Finished reports whether Finish has been called.
+func (mt *Meter) Finished() bool { return mt.finished }

@@ -1,0 +1,160 @@
+package meter
+
+import "time"
+
+// maxChoices bounds the finish reasons kept per exchange: n>1 is rare and
+// small, and a hostile stream must not grow memory with huge indexes.
+const maxChoices = 64
+
+// Observer is what a Dialect reports to. Its methods are cheap and never
+// allocate in steady state: strings are copied only the first time they
+// appear or when they change, and well-known finish reasons are interned.
+type Observer struct {
+	m *Measurement
+	// at is the arrival time of the event being read.
+	at time.Duration
+	// timed is false while reading a non-streamed body: its output arrived
+	// all at once, so it has token counts but no token times.
+	timed bool
+	// done is set when the dialect's terminator was seen.
+	done bool
+	// failed is set by an error event or error body.
+	failed bool
+}
+
+// Output records generated output in the current event: tokens is the
+// estimated number of tokens in it (used only when the provider reports no
+// usage), visible says whether it is answer text rather than reasoning or
+// tool-call arguments. Call it at most once per event.
+func (o *Observer) Output(tokens int64, visible bool) {
+	m := o.m
+	m.EstimatedOutputTokens += tokens
+	if !o.timed {
+		return
+	}
+	m.OutputEvents++
+	if m.FirstToken == 0 {
+		m.FirstToken = o.at
+	}
+	if visible && m.FirstVisibleToken == 0 {
+		m.FirstVisibleToken = o.at
+	}
+	m.LastToken = o.at
+}
+
+// Usage merges reported counts: fields that are negative in u are left as
+// they were, so providers that report input and output in different events
+// (Anthropic) and providers that repeat cumulative totals (Gemini) both end
+// with the last value of each field.
+func (o *Observer) Usage(u Usage) {
+	m := &o.m.Usage
+	if u.InputTokens >= 0 {
+		m.InputTokens = u.InputTokens
+	}
+	if u.OutputTokens >= 0 {
+		m.OutputTokens = u.OutputTokens
+	}
+	if u.CacheReadInputTokens >= 0 {
+		m.CacheReadInputTokens = u.CacheReadInputTokens
+	}
+	if u.CacheCreationInputTokens >= 0 {
+		m.CacheCreationInputTokens = u.CacheCreationInputTokens
+	}
+	if u.ReasoningOutputTokens >= 0 {
+		m.ReasoningOutputTokens = u.ReasoningOutputTokens
+	}
+	if m.Source == UsageAbsent || m.Source == UsageEstimated {
+		m.Source = UsageReported
+	}
+}
+
+// Model records the response model. Empty values are ignored because some
+// providers send placeholder chunks with an empty model (Azure's prompt
+// filter results).
+func (o *Observer) Model(b []byte) {
+	if len(b) > 0 && string(b) != o.m.ResponseModel {
+		o.m.ResponseModel = string(b)
+	}
+}
+
+// ResponseID records the response id; empty values are ignored.
+func (o *Observer) ResponseID(b []byte) {
+	if len(b) > 0 && string(b) != o.m.ResponseID {
+		o.m.ResponseID = string(b)
+	}
+}
+
+// FinishReason records why choice index stopped.
+func (o *Observer) FinishReason(index int64, reason []byte) {
+	if len(reason) == 0 || index < 0 || index >= maxChoices {
+		return
+	}
+	m := o.m
+	for int64(len(m.FinishReasons)) <= index {
+		m.FinishReasons = append(m.FinishReasons, "")
+	}
+	if string(reason) != m.FinishReasons[index] {
+		m.FinishReasons[index] = intern(reason)
+	}
+}
+
+// Error records an error reported inside the response. typ should be the
+// provider's low-cardinality error type; empty means unknown.
+func (o *Observer) Error(typ []byte) {
+	o.failed = true
+	if o.m.ErrorType != "" {
+		return
+	}
+	if len(typ) == 0 || len(typ) > 64 {
+		o.m.ErrorType = "_OTHER"
+		return
+	}
+	o.m.ErrorType = intern(typ)
+}
+
+// Done records that the dialect's end-of-stream marker arrived.
+func (o *Observer) Done() { o.done = true }
+
+// ServerTiming records a timing the provider reported about its own work.
+func (o *Observer) ServerTiming(name string, seconds float64) {
+	m := o.m
+	for i := range m.ServerTimings {
+		if m.ServerTimings[i].Name == name {
+			m.ServerTimings[i].Seconds = seconds
+			return
+		}
+	}
+	m.ServerTimings = append(m.ServerTimings, ServerTiming{name, seconds})
+}
+
+// Degrade records a measurement fault: the traffic is fine, the measurement
+// is less complete.
+func (o *Observer) Degrade(reason string) {
+	o.m.Degraded++
+	if o.m.DegradedReason == "" {
+		o.m.DegradedReason = reason
+	}
+}
+
+// interned holds the values that recur on every exchange, so recording them
+// does not allocate.
+var interned = map[string]string{}
+
+func init() {
+	for _, s := range []string{
+		"stop", "length", "tool_calls", "content_filter", "function_call", "error",
+		"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
+		"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "OTHER",
+		"server_error", "invalid_request_error", "rate_limit_exceeded", "overloaded_error",
+		"api_error", "insufficient_quota", "_OTHER",
+	} {
+		interned[s] = s
+	}
+}
+
+func intern(b []byte) string {
+	if s, ok := interned[string(b)]; ok {
+		return s
+	}
+	return string(b)
+}
