@@ -7,7 +7,7 @@ package meter
 //
 // The rule follows how byte-pair tokenizers (OpenAI's cl100k/o200k, Llama's)
 // split English: a word with its leading space is one token, long words split
-// every ~7 letters, digits group in threes, each punctuation mark and each
+// every ~12 letters, digits group in threes, each punctuation mark and each
 // run of other whitespace is a token, and a non-ASCII character is about one
 // token. Streams deliver one or a few tokens per delta, so the rule is applied
 // delta by delta and never needs the whole text. docs/telemetry.md gives the
@@ -22,7 +22,7 @@ func EstimateTokens(s []byte) int64 {
 			for j < len(s) && isLetter(s[j]) {
 				j++
 			}
-			n += 1 + int64(j-i-1)/7
+			n += 1 + int64(j-i-1)/12
 			i = j
 		case c >= '0' && c <= '9':
 			j := i
@@ -71,8 +71,19 @@ func EstimateTokens(s []byte) int64 {
 			// A continuation byte: part of the character already counted.
 			i++
 		default:
-			n++
-			i++
+			// Punctuation: tokenizers merge short runs ("...", "\"):", ").")
+			// and the line break that often follows them.
+			j := i
+			for j < len(s) && isPunct(s[j]) {
+				j++
+			}
+			n += int64(j-i+1) / 2
+			i = j
+			if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'n' {
+				for i+1 < len(s) && s[i] == '\\' && s[i+1] == 'n' {
+					i += 2
+				}
+			}
 		}
 	}
 	return n
@@ -80,4 +91,10 @@ func EstimateTokens(s []byte) int64 {
 
 func isLetter(c byte) bool {
 	return (c|0x20) >= 'a' && (c|0x20) <= 'z'
+}
+
+// isPunct reports whether c is ASCII punctuation other than the JSON escape
+// character, which starts an escape sequence instead.
+func isPunct(c byte) bool {
+	return c > ' ' && c < 0x7f && c != '\\' && !isLetter(c) && (c < '0' || c > '9')
 }

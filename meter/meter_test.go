@@ -84,7 +84,7 @@ func TestOpenAIChatStreams(t *testing.T) {
 		{
 			name: "no usage in stream: output estimated", fixture: "chat_no_usage.sse",
 			firstToken: 1, firstVisible: 1, lastToken: 17,
-			usage: Usage{-1, 18, -1, -1, -1, UsageEstimated},
+			usage: Usage{-1, 17, -1, -1, -1, UsageEstimated},
 			model: "gpt-3.5-turbo-0125", id: "chatcmpl-8uyu3UTmh4A6nKzDvuOPFeVUH3159",
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 20,
 		},

@@ -29,6 +29,11 @@ var providerHosts = []struct{ suffix, provider string }{
 // the host is not a known provider (a self-hosted server, the simulator).
 func ProviderForHost(host string) string {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	// Vertex AI's regional hosts put the region before a dash:
+	// us-central1-aiplatform.googleapis.com.
+	if strings.HasSuffix(host, "-aiplatform.googleapis.com") {
+		return "gcp.vertex_ai"
+	}
 	if strings.HasPrefix(host, "bedrock-runtime.") && strings.HasSuffix(host, ".amazonaws.com") {
 		return "aws.bedrock"
 	}
