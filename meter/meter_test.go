@@ -218,8 +218,8 @@ func TestOpenAIBodies(t *testing.T) {
 		{
 			name: "non-streamed completion: usage from the body", fixture: "chat_completion.json",
 			status: 200, contentType: "application/json",
-			usage:  Usage{1117, 46, 1024, -1, 0, UsageReported},
-			model:  "gpt-4o-2024-08-06", finish: []string{"stop"}, outcome: OutcomeCompleted,
+			usage: Usage{1117, 46, 1024, -1, 0, UsageReported},
+			model: "gpt-4o-2024-08-06", finish: []string{"stop"}, outcome: OutcomeCompleted,
 		},
 		{
 			name: "429 with JSON error: status is the error type, no fake counts", fixture: "error_429.json",
