@@ -1,0 +1,133 @@
+package simulator
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// Built-in defaults of the top-level profile. They resemble a mid-sized
+// hosted model so that the demo route looks plausible without any config.
+const (
+	DefaultTimeToFirstToken = 200 * time.Millisecond
+	DefaultTokensPerSecond  = 50.0
+	DefaultOutputTokens     = 64
+
+	// MaxOutputTokens bounds the planned output so that a typo in a config
+	// or a header cannot make one request allocate or stream without end.
+	MaxOutputTokens = 1 << 20
+)
+
+// Profile is the speed and length of one simulated model. The handler has a
+// top-level profile (its inline fields) and optional per-model profiles that
+// override it field by field; a zero field means "not set" and inherits.
+type Profile struct {
+	// The time from the request's arrival to the first content token
+	// chunk (the role-only chunk that precedes it is sent at once, as vLLM
+	// does). Zero inherits the handler's value, whose default is 200ms.
+	TimeToFirstToken caddy.Duration `json:"time_to_first_token,omitempty"`
+
+	// The decode rate after the first token, in tokens per second. Zero
+	// inherits the handler's value, whose default is 50.
+	TokensPerSecond float64 `json:"tokens_per_second,omitempty"`
+
+	// The relative spread of each inter-token interval: an interval is
+	// 1/tokens_per_second * (1 + u) with u uniform in [-jitter, +jitter],
+	// so the mean rate is unchanged. It must be in [0, 1). Zero inherits the
+	// handler's value, whose default is 0 (a perfectly even stream).
+	Jitter float64 `json:"jitter,omitempty"`
+
+	// The number of output tokens generated when the request does not cap
+	// it lower with max_tokens or max_completion_tokens. Zero inherits the
+	// handler's value, whose default is 64.
+	OutputTokens int `json:"output_tokens,omitempty"`
+}
+
+// defaultProfile is what an empty top-level profile stands for.
+var defaultProfile = Profile{
+	TimeToFirstToken: caddy.Duration(DefaultTimeToFirstToken),
+	TokensPerSecond:  DefaultTokensPerSecond,
+	OutputTokens:     DefaultOutputTokens,
+}
+
+// Overlay returns p with every set (non-zero) field of o laid over it. It is
+// how a per-model profile refines the top-level one.
+func (p Profile) Overlay(o Profile) Profile {
+	if o.TimeToFirstToken != 0 {
+		p.TimeToFirstToken = o.TimeToFirstToken
+	}
+	if o.TokensPerSecond != 0 {
+		p.TokensPerSecond = o.TokensPerSecond
+	}
+	if o.Jitter != 0 {
+		p.Jitter = o.Jitter
+	}
+	if o.OutputTokens != 0 {
+		p.OutputTokens = o.OutputTokens
+	}
+	return p
+}
+
+// validate rejects values that cannot describe a schedule. Zero is always
+// accepted because it means "inherit".
+func (p Profile) validate() error {
+	if p.TimeToFirstToken < 0 {
+		return fmt.Errorf("time_to_first_token must not be negative, got %s", time.Duration(p.TimeToFirstToken))
+	}
+	if err := checkRate(p.TokensPerSecond, true); err != nil {
+		return fmt.Errorf("tokens_per_second %w", err)
+	}
+	if err := checkJitter(p.Jitter); err != nil {
+		return fmt.Errorf("jitter %w", err)
+	}
+	if p.OutputTokens < 0 || p.OutputTokens > MaxOutputTokens {
+		return fmt.Errorf("output_tokens must be between 1 and %d, got %d", MaxOutputTokens, p.OutputTokens)
+	}
+	return nil
+}
+
+func checkRate(v float64, zeroOK bool) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || (v == 0 && !zeroOK) {
+		return fmt.Errorf("must be a positive finite number, got %v", v)
+	}
+	return nil
+}
+
+func checkJitter(v float64) error {
+	if math.IsNaN(v) || v < 0 || v >= 1 {
+		return fmt.Errorf("must be in [0, 1), got %v", v)
+	}
+	return nil
+}
+
+// Offsets returns the scheduled offsets, from the request's arrival, of n
+// content tokens: token 0 at the time to first token, and each later one an
+// interval of 1/tokens_per_second * (1 + u) after its predecessor, with u
+// drawn uniformly from [-jitter, +jitter] by rnd (rnd may be nil when the
+// jitter is zero). The offsets are summed in float seconds and rounded once
+// each, so that rounding error does not accumulate along a long stream.
+//
+// p must be complete (no zero rate): use it on a profile the handler has
+// resolved, e.g. through Plan.
+func (p Profile) Offsets(n int, rnd *rand.Rand) []time.Duration {
+	if n <= 0 {
+		return nil
+	}
+	offsets := make([]time.Duration, n)
+	first := time.Duration(p.TimeToFirstToken)
+	offsets[0] = first
+	interval := 1 / p.TokensPerSecond
+	elapsed := 0.0
+	for i := 1; i < n; i++ {
+		step := interval
+		if p.Jitter > 0 && rnd != nil {
+			step *= 1 + p.Jitter*(2*rnd.Float64()-1)
+		}
+		elapsed += step
+		offsets[i] = first + time.Duration(math.Round(elapsed*float64(time.Second)))
+	}
+	return offsets
+}

@@ -1,0 +1,165 @@
+package simulator
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// scheduler waits for absolute deadlines counted from the request's arrival,
+// so that the time spent writing one chunk does not delay all later ones,
+// and gives up as soon as the client is gone. It runs on the handler's own
+// goroutine: nothing it starts can outlive the request.
+type scheduler struct {
+	ctx   context.Context
+	start time.Time
+	timer *time.Timer
+}
+
+func newScheduler(r *http.Request, start time.Time) *scheduler {
+	return &scheduler{ctx: r.Context(), start: start}
+}
+
+// until waits until offset after the start and reports whether the request
+// is still alive.
+func (s *scheduler) until(offset time.Duration) bool {
+	d := time.Until(s.start.Add(offset))
+	if d <= 0 {
+		return s.ctx.Err() == nil
+	}
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d) // safe without draining since Go 1.23's timers
+	}
+	select {
+	case <-s.timer.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+func (s *scheduler) stop() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+// eventWriter writes whole SSE events and pushes each to the client at once,
+// since the time a chunk leaves is the quantity being simulated.
+type eventWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (e eventWriter) send(b []byte) bool {
+	if _, err := e.w.Write(b); err != nil {
+		return false
+	}
+	if err := e.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return false
+	}
+	return true
+}
+
+// declareTrailers announces the schedule trailers; it must precede
+// WriteHeader. The count is not also sent as a header: a proxy that copies
+// headers and trailers into one map would then send it twice.
+func declareTrailers(w http.ResponseWriter) {
+	w.Header().Set("Trailer", Trailers)
+}
+
+// setTrailers reports the schedule of the content tokens actually sent.
+func setTrailers(w http.ResponseWriter, p *Plan) {
+	h := w.Header()
+	h.Set(HeaderOutputTokens, strconv.Itoa(p.Sent()))
+	if p.Sent() > 0 {
+		h.Set(HeaderTimeToFirstToken, seconds(p.TimeToFirstToken()))
+		h.Set(HeaderLastToken, seconds(p.LastToken()))
+	}
+}
+
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
+// serveStream sends p as OpenAI's SSE stream: a role chunk at once, one
+// chunk per content token at its scheduled time, then the finish chunk, the
+// usage chunk if any and [DONE], or the planned fault instead of them.
+func serveStream(w http.ResponseWriter, s *scheduler, p *Plan) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	declareTrailers(w)
+	w.WriteHeader(http.StatusOK)
+
+	out := eventWriter{w: w, rc: http.NewResponseController(w)}
+	enc := newChunkEncoder(p)
+	if !out.send(enc.role()) {
+		return
+	}
+	n := p.Sent()
+	for i := range n {
+		if !s.until(p.Offsets[i]) || !out.send(enc.content(p.Tokens[i])) {
+			return
+		}
+	}
+	if p.Fault != FaultNone {
+		if !s.until(p.faultAt()) {
+			return
+		}
+		switch p.Fault {
+		case FaultAbort:
+			panic(http.ErrAbortHandler)
+		case FaultError:
+			if !out.send(midStreamErr) {
+				return
+			}
+		}
+		setTrailers(w, p)
+		return
+	}
+	if !out.send(enc.finish(p.FinishReason)) {
+		return
+	}
+	if p.Usage && !out.send(enc.usage(newUsage(p.PromptTokens, n))) {
+		return
+	}
+	if out.send(sseDone) {
+		setTrailers(w, p)
+	}
+}
+
+// serveCompletion sends p as one chat.completion object once the whole
+// output would have been generated, or the planned fault at its time. Its
+// trailers still carry the token schedule, which is what a measuring proxy
+// that sees only the whole body is to be compared with.
+func serveCompletion(w http.ResponseWriter, s *scheduler, p *Plan) {
+	due := p.LastToken()
+	if p.Fault != FaultNone {
+		due = p.faultAt()
+	}
+	if !s.until(due) {
+		return
+	}
+	switch p.Fault {
+	case FaultAbort:
+		panic(http.ErrAbortHandler)
+	case FaultError:
+		statusError(http.StatusInternalServerError).write(w)
+		return
+	}
+	body, textStart := completionBody(p, len(p.Tokens), p.FinishReason)
+	if p.Fault == FaultTruncate {
+		body = body[:textStart+len(p.text(p.FaultAfter))]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	declareTrailers(w)
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(body); err == nil {
+		setTrailers(w, p)
+	}
+}
