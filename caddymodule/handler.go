@@ -72,7 +72,7 @@ type Handler struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	logger     *zap.Logger
-	release    func()
+	lease      *lease
 
 	// faults counts panics recovered in tokentap's own measuring code, so
 	// each handler logs only its first.
@@ -109,7 +109,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("setting up trace export: %v", err)
 	}
-	h.release = release
+	h.lease = &lease{release: release}
 	h.tracer = tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(version()))
 	h.propagator = propagator()
 	return nil
@@ -132,12 +132,13 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
-// Cleanup releases the handler's hold on the shared TracerProvider; the last
-// handler to go flushes and shuts it down. Safe after a failed Provision.
+// Cleanup releases the handler's hold on the shared TracerProvider once its
+// in-flight exchanges have ended (a reload does not wait for them), and the
+// last handler to go flushes and shuts the provider down. Safe after a
+// failed Provision.
 func (h *Handler) Cleanup() error {
-	if h.release != nil {
-		h.release()
-		h.release = nil
+	if h.lease != nil {
+		h.lease.close()
 	}
 	return nil
 }
@@ -149,6 +150,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// through untouched and unmeasured.
 		return next.ServeHTTP(w, r)
 	}
+	h.lease.acquire()
+	defer h.lease.done()
 	x := h.begin(r)
 	r = x.prepare(r)
 	ww := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, x: x}

@@ -43,9 +43,6 @@ var tracerProviderOverride trace.TracerProvider
 // acquireTracerProvider returns the shared TracerProvider, building it on
 // first use, and a release function to call from Cleanup.
 func acquireTracerProvider(ctx context.Context, logger *zap.Logger) (trace.TracerProvider, func(), error) {
-	if tracerProviderOverride != nil {
-		return tracerProviderOverride, func() {}, nil
-	}
 	s := &sharedTracer
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,6 +84,9 @@ func releaseTracerProvider(logger *zap.Logger) {
 // environment variables. OTLP over gRPC is the default; the SDK itself reads
 // the endpoint, headers, TLS, timeout, sampler and batch settings.
 func newTracerProvider(ctx context.Context, logger *zap.Logger) (trace.TracerProvider, func(context.Context) error, error) {
+	if tracerProviderOverride != nil {
+		return tracerProviderOverride, nil, nil
+	}
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return noop.NewTracerProvider(), nil, nil
 	}

@@ -1,0 +1,329 @@
+package caddymodule
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/tokentap/tokentap/simulator"
+)
+
+// These tests run tokentap inside a real Caddy, in front of a real
+// reverse_proxy, with the simulator as the upstream. They share Caddy's
+// test ports (admin 2999, HTTP 9080), so they live in this one package and
+// never run in parallel.
+
+const integrationConfig = `{
+	skip_install_trust
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period %s
+}
+
+http://localhost:9080 {
+	handle_path /sim/* {
+		tokentap {
+			stall_threshold %s
+		}
+		reverse_proxy 127.0.0.1:9081
+	}
+}
+
+http://:9081 {
+	bind 127.0.0.1
+	tokentap_simulator {
+		time_to_first_token 100ms
+		tokens_per_second 100
+		output_tokens 30
+	}
+}
+`
+
+// startCaddy loads the integration config and records spans in memory.
+func startCaddy(t *testing.T, grace, stall string) (*caddytest.Tester, *tracetest.SpanRecorder) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: runs a real Caddy")
+	}
+	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
+	tester.InitServer(fmt.Sprintf(integrationConfig, grace, stall), "caddyfile")
+	return tester, integrationSpans
+}
+
+func simRequest(t *testing.T, body string, header map[string]string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://localhost:9080/sim/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+// waitSpans waits until n spans have ended.
+func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, n int) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := rec.Ended(); len(s) >= n {
+			return s
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%d spans ended, want %d", len(rec.Ended()), n)
+	return nil
+}
+
+// TestTimingAccuracy compares what tokentap measured with what the simulator
+// was told to produce, over loopback through a real reverse_proxy: time to
+// first token within 2 ms, output tokens/s within 2 %.
+func TestTimingAccuracy(t *testing.T) {
+	tester, rec := startCaddy(t, "1ns", "1s")
+	tests := []struct {
+		name   string
+		ttft   string
+		tps    string
+		tokens string
+		jitter string
+		usage  bool
+	}{
+		{"steady 100 tok/s with usage", "100ms", "100", "40", "0", true},
+		{"slow start, 40 tok/s, jitter 20%", "300ms", "40", "25", "0.2", true},
+		{"fast 200 tok/s without usage: estimated", "50ms", "200", "60", "0", false},
+		{"jittery 120 tok/s without usage", "150ms", "120", "50", "0.3", false},
+	}
+	// Warm the proxy's upstream connection pool: a first request also pays
+	// for dialing the upstream, which is real but not what this measures.
+	if resp, err := tester.Client.Do(simRequest(t, `{"model":"warm","stream":true}`, map[string]string{simulator.HeaderOutputTokens: "2"})); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A shared 2-core machine can deschedule either side for a few
+			// milliseconds; a case passes if one of three runs is within
+			// bounds, and every run is logged.
+			var failures []string
+			for attempt := 0; attempt < 3; attempt++ {
+				failures = timingRun(t, tester, rec, i, tt.ttft, tt.tps, tt.tokens, tt.jitter, tt.usage)
+				if len(failures) == 0 {
+					return
+				}
+			}
+			for _, f := range failures {
+				t.Error(f)
+			}
+		})
+	}
+}
+
+// timingRun streams one request and returns what was out of bounds.
+func timingRun(t *testing.T, tester *caddytest.Tester, rec *tracetest.SpanRecorder, i int, ttft, tps, tokens, jitter string, usage bool) (failures []string) {
+	tt := struct {
+		ttft, tps, tokens, jitter string
+		usage                     bool
+	}{ttft, tps, tokens, jitter, usage}
+	{
+		{
+			body := fmt.Sprintf(`{"model":"sim-%d","stream":true,"stream_options":{"include_usage":%v},"messages":[{"role":"user","content":"hi"}]}`, i, tt.usage)
+			hdr := map[string]string{
+				simulator.HeaderTimeToFirstToken: tt.ttft,
+				simulator.HeaderTokensPerSecond:  tt.tps,
+				simulator.HeaderOutputTokens:     tt.tokens,
+				simulator.HeaderJitter:           tt.jitter,
+			}
+			before := len(rec.Ended())
+			resp, err := tester.Client.Do(simRequest(t, body, hdr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) {
+				t.Fatalf("stream: %v, %d bytes", err, len(got))
+			}
+			// The simulator's schedule, from its trailers.
+			wantTTFT := trailerSeconds(t, resp, simulator.HeaderTimeToFirstToken)
+			last := trailerSeconds(t, resp, simulator.HeaderLastToken)
+			n, _ := strconv.Atoi(resp.Trailer.Get(simulator.HeaderOutputTokens))
+			wantRate := float64(n-1) / (last - wantTTFT)
+
+			spans := waitSpans(t, rec, before+1)
+			a := attrs(spans[len(spans)-1])
+			gotTTFT := a[attrTimeToFirstToken].AsFloat64()
+			gotRate := a[attrOutputTokensPerSecond].AsFloat64()
+			t.Logf("ttft: simulator %.4fs measured %.4fs (%+.2f ms); rate: simulator %.2f/s measured %.2f/s (%+.2f%%); tokens %d source %s",
+				wantTTFT, gotTTFT, 1000*(gotTTFT-wantTTFT), wantRate, gotRate, 100*(gotRate/wantRate-1),
+				a["gen_ai.usage.output_tokens"].AsInt64(), a[attrUsageSource].AsString())
+			// The proxy sees the request before the simulator does and the
+			// token after it sends it, so its TTFT is a little longer.
+			if d := gotTTFT - wantTTFT; d < 0 || d > 0.002 {
+				failures = append(failures, fmt.Sprintf("time to first token off by %.3f ms", 1000*d))
+			}
+			if math.Abs(gotRate/wantRate-1) > 0.02 {
+				failures = append(failures, fmt.Sprintf("output tokens/s %.2f, want %.2f within 2%%", gotRate, wantRate))
+			}
+			if a["gen_ai.usage.output_tokens"].AsInt64() != int64(n) {
+				t.Errorf("output tokens %d, want %d", a["gen_ai.usage.output_tokens"].AsInt64(), n)
+			}
+			wantSource := "estimated"
+			if tt.usage {
+				wantSource = "reported"
+			}
+			if a[attrUsageSource].AsString() != wantSource {
+				t.Errorf("usage source %s, want %s", a[attrUsageSource].AsString(), wantSource)
+			}
+			if a["server.address"].AsString() != "127.0.0.1" || a["server.port"].AsInt64() != 9081 {
+				t.Errorf("server %v:%v", a["server.address"], a["server.port"])
+			}
+		}
+	}
+	return failures
+}
+
+func trailerSeconds(t *testing.T, resp *http.Response, name string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(resp.Trailer.Get(name), 64)
+	if err != nil {
+		t.Fatalf("trailer %s: %v (trailers %v)", name, err, resp.Trailer)
+	}
+	return v
+}
+
+// TestFaultsThroughCaddy drives the simulator's injected faults through a
+// real reverse_proxy and checks what the span says.
+func TestFaultsThroughCaddy(t *testing.T) {
+	tester, rec := startCaddy(t, "1ns", "1s")
+	tests := []struct {
+		name      string
+		header    map[string]string
+		status    int
+		outcome   string
+		errorType string
+		complete  bool
+	}{
+		{"429 with JSON body", map[string]string{simulator.HeaderStatus: "429"}, 429, "upstream_error", "429", true},
+		{"503 without body", map[string]string{simulator.HeaderStatus: "503", simulator.HeaderStatusBody: "none"}, 503, "upstream_error", "503", true},
+		{"mid-stream error event", map[string]string{simulator.HeaderErrorAfter: "5"}, 200, "upstream_error", "server_error", true},
+		{"truncated stream", map[string]string{simulator.HeaderTruncateAfter: "5"}, 200, "truncated", "truncated", true},
+		{"upstream reset mid-stream", map[string]string{simulator.HeaderAbortAfter: "5"}, 200, "upstream_error", "stream_aborted", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(rec.Ended())
+			tt.header[simulator.HeaderTimeToFirstToken] = "10ms"
+			tt.header[simulator.HeaderTokensPerSecond] = "500"
+			resp, err := tester.Client.Do(simRequest(t, `{"model":"faulty","stream":true,"messages":[{"role":"user","content":"hi"}]}`, tt.header))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if (err == nil) != tt.complete {
+				t.Errorf("read error %v, want complete=%v", err, tt.complete)
+			}
+			if resp.StatusCode != tt.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			spans := waitSpans(t, rec, before+1)
+			a := attrs(spans[len(spans)-1])
+			if a[attrOutcome].AsString() != tt.outcome || a["error.type"].AsString() != tt.errorType {
+				t.Errorf("outcome %q error.type %q, want %q %q", a[attrOutcome].AsString(), a["error.type"].AsString(), tt.outcome, tt.errorType)
+			}
+			if tt.status >= 400 {
+				if _, ok := a["gen_ai.usage.output_tokens"]; ok {
+					t.Error("token counts on an error status")
+				}
+			}
+		})
+	}
+}
+
+// TestReloadWhileStreaming reloads the config in the middle of a stream:
+// the stream completes byte for byte, its span is exported, and neither
+// goroutines nor TracerProvider references are left behind.
+func TestReloadWhileStreaming(t *testing.T) {
+	tester, rec := startCaddy(t, "30s", "1s")
+	body := `{"model":"reload","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	hdr := map[string]string{simulator.HeaderTokensPerSecond: "20", simulator.HeaderOutputTokens: "30"}
+
+	// The reference bytes, straight from the simulator.
+	direct, err := http.NewRequest("POST", "http://127.0.0.1:9081/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		direct.Header.Set(k, v)
+	}
+	resp, err := tester.Client.Do(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	time.Sleep(200 * time.Millisecond)
+	baseline := runtime.NumGoroutine()
+
+	before := len(rec.Ended())
+	resp, err = tester.Client.Do(simRequest(t, body, hdr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(resp.Body)
+		done <- result{b, err}
+	}()
+	// Reload three times while the 1.5 s stream runs.
+	for i, stall := range []string{"2s", "3s", "1s"} {
+		time.Sleep(300 * time.Millisecond)
+		tester.InitServer(fmt.Sprintf(integrationConfig, "30s", stall), "caddyfile")
+		t.Logf("reload %d done", i+1)
+	}
+	r := <-done
+	resp.Body.Close()
+	if r.err != nil || !bytes.Equal(r.b, want) {
+		t.Fatalf("stream across reloads: err %v, %d bytes, want %d identical bytes", r.err, len(r.b), len(want))
+	}
+	spans := waitSpans(t, rec, before+1)
+	if a := attrs(spans[len(spans)-1]); a[attrOutcome].AsString() != "completed" || a["gen_ai.usage.output_tokens"].AsInt64() != 30 {
+		t.Errorf("span after reload: outcome %v tokens %v", a[attrOutcome], a["gen_ai.usage.output_tokens"])
+	}
+
+	// One tokentap handler in the running config holds the provider.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sharedTracer.mu.Lock()
+		refs := sharedTracer.refs
+		sharedTracer.mu.Unlock()
+		n := runtime.NumGoroutine()
+		if refs == 1 && n <= baseline+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("after reloads: %d provider references (want 1), %d goroutines (baseline %d)\n%s",
+				refs, n, baseline, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,33 @@
+package caddymodule
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// lease keeps a handler's share of the TracerProvider until both the config
+// that made the handler is gone and its last in-flight exchange has ended.
+// Caddy cleans up the old config as soon as a reload succeeds, while
+// streams it started may run for minutes more; their spans must still be
+// exported.
+type lease struct {
+	active  atomic.Int64
+	closing atomic.Bool
+	once    sync.Once
+	release func()
+}
+
+func (l *lease) acquire() { l.active.Add(1) }
+
+func (l *lease) done() {
+	if l.active.Add(-1) == 0 && l.closing.Load() {
+		l.once.Do(l.release)
+	}
+}
+
+func (l *lease) close() {
+	l.closing.Store(true)
+	if l.active.Load() == 0 {
+		l.once.Do(l.release)
+	}
+}
