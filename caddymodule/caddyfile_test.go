@@ -1,0 +1,122 @@
+package caddymodule
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+func TestUnmarshalCaddyfile(t *testing.T) {
+	tests := []struct {
+		name    string
+		input   string
+		want    Handler
+		wantErr string
+	}{
+		{name: "bare directive", input: `tokentap`, want: Handler{}},
+		{name: "every option", input: `tokentap {
+			provider          azure.ai.openai
+			dialect           openai_chat
+			max_request_body  2MiB
+			max_response_body 8MB
+			max_event_size    512KiB
+			stall_threshold   1500ms
+		}`, want: Handler{
+			Provider: "azure.ai.openai", Dialect: "openai_chat",
+			MaxRequestBody: 2 << 20, MaxResponseBody: 8_000_000, MaxEventSize: 512 << 10,
+			StallThreshold: caddy.Duration(1500 * time.Millisecond),
+		}},
+		{name: "argument on the directive", input: `tokentap foo`, wantErr: "wrong argument count"},
+		{name: "unknown option", input: "tokentap {\n nope 1\n}", wantErr: "unrecognized tokentap option 'nope'"},
+		{name: "option without value", input: "tokentap {\n provider\n}", wantErr: "wrong argument count"},
+		{name: "option with two values", input: "tokentap {\n provider a b\n}", wantErr: "wrong argument count"},
+		{name: "repeated option", input: "tokentap {\n provider a\n provider b\n}", wantErr: "provider already specified"},
+		{name: "bad size", input: "tokentap {\n max_event_size lots\n}", wantErr: "parsing max_event_size"},
+		{name: "bad duration", input: "tokentap {\n stall_threshold soon\n}", wantErr: "parsing stall_threshold"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Provider != tt.want.Provider || h.Dialect != tt.want.Dialect ||
+				h.MaxRequestBody != tt.want.MaxRequestBody || h.MaxResponseBody != tt.want.MaxResponseBody ||
+				h.MaxEventSize != tt.want.MaxEventSize || h.StallThreshold != tt.want.StallThreshold {
+				t.Errorf("got %+v, want %+v", h, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		h       Handler
+		wantErr string
+	}{
+		{"defaults", Handler{}, ""},
+		{"negative request cap", Handler{MaxRequestBody: -1}, "max_request_body must be at least 0"},
+		{"negative response cap", Handler{MaxResponseBody: -1}, "max_response_body must be at least 0"},
+		{"negative event cap", Handler{MaxEventSize: -1}, "max_event_size must be at least 0"},
+		{"negative stall threshold", Handler{StallThreshold: -1}, "stall_threshold must be at least 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.h.Validate()
+			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestProvisionRejectsUnknownDialect(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+	defer cancel()
+	h := &Handler{Dialect: "klingon"}
+	err := h.Provision(ctx)
+	defer h.Cleanup()
+	if err == nil || !strings.Contains(err.Error(), `unknown dialect "klingon" (known: openai_chat`) {
+		t.Errorf("Provision() = %v", err)
+	}
+}
+
+// TestCaddyfileAdapt pins the JSON that Caddyfiles adapt to: field names,
+// omitted defaults and the directive's place before reverse_proxy. Each
+// file in testdata/caddyfile_adapt holds a Caddyfile, a line of dashes, and
+// the expected JSON.
+func TestCaddyfileAdapt(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "caddyfile_adapt", "*.caddyfiletest"))
+	if len(files) == 0 {
+		t.Fatal("no adapt tests found")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := strings.SplitN(strings.ReplaceAll(string(b), "\r\n", "\n"), "----------", 2)
+			if len(parts) != 2 {
+				t.Fatal("missing the ---------- separator")
+			}
+			if !caddytest.CompareAdapt(t, f, parts[0], "caddyfile", strings.TrimSpace(parts[1])) {
+				t.Error("adapted JSON differs")
+			}
+		})
+	}
+}
