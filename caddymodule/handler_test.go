@@ -624,3 +624,33 @@ func TestRequestBodyTee(t *testing.T) {
 		t.Error("gen_ai.request.stream set on a non-streaming request")
 	}
 }
+
+// TestReusedBuffer: reverse_proxy reuses its copy buffer as soon as Write
+// returns; scribbling over it afterwards must not change what is measured.
+func TestReusedBuffer(t *testing.T) {
+	body := fixture(t, "chat_usage.sse")
+	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/event-stream")
+		buf := make([]byte, 37)
+		for off := 0; off < len(body); off += len(buf) {
+			n := copy(buf, body[off:])
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+			for i := range buf {
+				buf[i] = 'x'
+			}
+		}
+		return nil
+	})
+	resp := post(t, hs.srv.URL, `{"model":"m","stream":true}`)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(got, body) {
+		t.Fatal("bytes differ")
+	}
+	a := attrs(hs.span(t))
+	if a["gen_ai.usage.output_tokens"].AsInt64() != 9 || a["gen_ai.response.model"].AsString() != "gpt-4o-mini-2024-07-18" || a[attrOutcome].AsString() != "completed" {
+		t.Errorf("measurement changed by buffer reuse: %v %v %v", a["gen_ai.usage.output_tokens"], a["gen_ai.response.model"], a[attrOutcome])
+	}
+}

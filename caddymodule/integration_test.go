@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
@@ -326,4 +327,106 @@ func TestReloadWhileStreaming(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestClientAbortThroughCaddy: the client leaves mid-stream; reverse_proxy
+// aborts, the span ends as client_abort with the tokens seen so far, and no
+// goroutine is left behind.
+func TestClientAbortThroughCaddy(t *testing.T) {
+	tester, rec := startCaddy(t, "1ns", "1s")
+	time.Sleep(100 * time.Millisecond)
+	baseline := runtime.NumGoroutine()
+	before := len(rec.Ended())
+	hdr := map[string]string{simulator.HeaderTimeToFirstToken: "10ms", simulator.HeaderTokensPerSecond: "50", simulator.HeaderOutputTokens: "200"}
+	resp, err := tester.Client.Do(simRequest(t, `{"model":"leaver","stream":true,"messages":[{"role":"user","content":"hi"}]}`, hdr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read the role chunk and five tokens, then leave.
+	buf := make([]byte, 0, 4096)
+	tmp := make([]byte, 512)
+	for bytes.Count(buf, []byte("\n\n")) < 6 {
+		n, err := resp.Body.Read(tmp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf = append(buf, tmp[:n]...)
+	}
+	resp.Body.Close()
+	tester.Client.CloseIdleConnections()
+
+	spans := waitSpans(t, rec, before+1)
+	a := attrs(spans[len(spans)-1])
+	if a[attrOutcome].AsString() != "client_abort" {
+		t.Errorf("outcome %q, want client_abort", a[attrOutcome].AsString())
+	}
+	if n := a["gen_ai.usage.output_tokens"].AsInt64(); n < 5 || n >= 200 || a[attrUsageSource].AsString() != "estimated" {
+		t.Errorf("partial output tokens %d (%s), want at least 5 and fewer than 200", n, a[attrUsageSource].AsString())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > baseline+2 {
+		if time.Now().After(deadline) {
+			stack := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, baseline %d\n%s", runtime.NumGoroutine(), baseline, stack[:runtime.Stack(stack, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWithCaddyTracing: with Caddy's tracing directive in front, tokentap's
+// span is the child of the tracing handler's SERVER span, in the client's
+// trace, and the upstream sees tokentap's span as its parent.
+func TestWithCaddyTracing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs a real Caddy")
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "none") // the tracing handler's own export
+	seen := make(chan string, 1)
+	upstream := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("traceparent")
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(fixture(t, "chat_usage.sse"))
+	})
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 1ns
+}
+http://localhost:9080 {
+	tracing
+	handle_path /traced/* {
+		tokentap
+		reverse_proxy %s
+	}
+}
+`, strings.TrimPrefix(upstream, "http://")), "caddyfile")
+	before := len(integrationSpans.Ended())
+	req, _ := http.NewRequest("POST", "http://localhost:9080/traced/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","stream":true}`))
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	resp, err := tester.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	spans := waitSpans(t, integrationSpans, before+1)
+	s := spans[len(spans)-1]
+	if s.SpanContext().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("trace %s, want the client's", s.SpanContext().TraceID())
+	}
+	if p := s.Parent().SpanID().String(); p == "00f067aa0ba902b7" || !s.Parent().IsValid() {
+		t.Errorf("parent span %s: want the tracing handler's span, not the client's", p)
+	}
+	if got, want := <-seen, "00-4bf92f3577b34da6a3ce929d0e0e4736-"+s.SpanContext().SpanID().String()+"-01"; got != want {
+		t.Errorf("upstream traceparent %q, want %q", got, want)
+	}
+}
+
+func httptestServer(t *testing.T, f http.HandlerFunc) string {
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

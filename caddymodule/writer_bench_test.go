@@ -95,4 +95,3 @@ func benchWriter(b *testing.B) (*responseWriter, *exchange) {
 	dw := &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}
 	return &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: dw}, x: x}, x
 }
-
