@@ -654,3 +654,23 @@ func TestReusedBuffer(t *testing.T) {
 		t.Errorf("measurement changed by buffer reuse: %v %v %v", a["gen_ai.usage.output_tokens"], a["gen_ai.response.model"], a[attrOutcome])
 	}
 }
+
+// TestFlushBeforeHeader: a flush before any header commits 200 once, and the
+// exchange is measured as a 200.
+func TestFlushBeforeHeader(t *testing.T) {
+	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			return err
+		}
+		_, err := w.Write(fixture(t, "chat_usage.sse"))
+		return err
+	})
+	resp := post(t, hs.srv.URL, `{"model":"m","stream":true}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	a := attrs(hs.span(t))
+	if resp.StatusCode != 200 || a["http.response.status_code"].AsInt64() != 200 || a[attrOutcome].AsString() != "completed" {
+		t.Errorf("status %d, span status %v outcome %v", resp.StatusCode, a["http.response.status_code"], a[attrOutcome])
+	}
+}

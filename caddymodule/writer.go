@@ -70,6 +70,11 @@ func (w *responseWriter) ReadFrom(r io.Reader) (int64, error) {
 // FlushError flushes the client connection. Declaring it lets callers that
 // type-assert http.Flusher-style interfaces flush without unwrapping.
 func (w *responseWriter) FlushError() error {
+	if !w.wroteHeader {
+		// Flushing commits an implicit 200; say so, so the measurement sees
+		// the status and a later Write does not send a second header.
+		w.WriteHeader(http.StatusOK)
+	}
 	return http.NewResponseController(w.ResponseWriterWrapper).Flush() //nolint:bodyclose
 }
 

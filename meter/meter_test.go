@@ -295,7 +295,8 @@ func TestRequestParameters(t *testing.T) {
 
 // TestSplitInvariance: however the bytes are cut into writes, the counts,
 // ids and outcome are the same (times differ only by which write completes
-// an event, so they are fed at one instant here).
+// an event, so they are fed at one instant here). Every single split point
+// of every fixture is tried, then random multi-way splits.
 func TestSplitInvariance(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "openai", "*.sse"))
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -312,6 +313,11 @@ func TestSplitInvariance(t *testing.T) {
 			return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
 		}
 		whole := run(nil)
+		for c := 0; c <= len(body); c++ {
+			if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
+				t.Fatalf("%s: split at %d differs:\n got %+v\nwant %+v", f, c, got, whole)
+			}
+		}
 		for i := 0; i < 50; i++ {
 			var cuts []int
 			for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
