@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentap/tokentap/ndjson"
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -28,14 +29,56 @@ type Options struct {
 	StallThreshold time.Duration
 }
 
-// framing is how the response body is cut into pieces for the dialect.
-type framing uint8
+// Framing is how a response body is cut into pieces for the dialect.
+type Framing uint8
 
 const (
-	framingNone framing = iota // bytes are counted, not read
-	framingSSE                 // text/event-stream
-	framingBody                // one JSON body, read at the end
+	// FramingNone: the bytes are counted, not read.
+	FramingNone Framing = iota
+	// FramingSSE: text/event-stream, event by event.
+	FramingSSE
+	// FramingNDJSON: newline-delimited JSON, line by line; each line reaches
+	// Dialect.Event as an event's Data.
+	FramingNDJSON
+	// FramingBody: one body, kept up to the cap and read whole at the end.
+	FramingBody
+	// FramingCustom: the dialect's own Framer (Bedrock's binary event
+	// stream, Gemini's streamed JSON array).
+	FramingCustom
 )
+
+// Framer is a push decoder that a dialect provides for a framing of its
+// own. Like sse.Decoder it never keeps p, never fails and never blocks; it
+// hands each complete event to the emit function it was built with.
+type Framer interface {
+	Write(p []byte) (int, error)
+	// Close ends the stream, handing out what a lenient reader would.
+	Close()
+	// Oversized counts events skipped for exceeding the size cap.
+	Oversized() int64
+}
+
+// FramingChooser is implemented by dialects whose responses are not framed
+// by their media type alone. Framing returns the framing for a response,
+// and with FramingCustom a Framer that calls emit for every event, no event
+// larger than maxEvent being buffered.
+type FramingChooser interface {
+	Framing(status int, mediaType string, maxEvent int, emit func(*sse.Event)) (Framing, Framer)
+}
+
+// DefaultFraming is the framing a media type implies: event streams and
+// NDJSON are streamed, JSON and every error status are read whole.
+func DefaultFraming(status int, mediaType string) Framing {
+	switch {
+	case mediaType == "text/event-stream":
+		return FramingSSE
+	case mediaType == "application/x-ndjson" || mediaType == "application/jsonl" || mediaType == "application/json-seq":
+		return FramingNDJSON
+	case mediaType == "application/json" || strings.HasSuffix(mediaType, "+json") || status >= 400:
+		return FramingBody
+	}
+	return FramingNone
+}
 
 // Meter measures one exchange. Use it from one goroutine at a time: the
 // request's. The zero value is not usable; call Init or New.
@@ -46,8 +89,11 @@ type Meter struct {
 	opts      Options
 	dialect   Dialect
 	obs       Observer
-	framing   framing
+	framing   Framing
 	dec       sse.Decoder
+	lines     ndjson.Decoder
+	framer    Framer
+	line      sse.Event // the event an NDJSON line is handed out in
 	body      []byte
 	overCap   bool
 	lastChunk time.Duration
@@ -82,6 +128,8 @@ func (mt *Meter) Init(d Dialect, opts Options, start time.Time) {
 	mt.obs = Observer{m: &mt.M, timed: true}
 	mt.dec.MaxEventSize = opts.MaxEventSize
 	mt.dec.OnEvent = mt.onEvent
+	mt.lines.MaxLineSize = opts.MaxEventSize
+	mt.lines.OnLine = mt.onLine
 }
 
 // Dialect returns the dialect reading this exchange.
@@ -108,20 +156,24 @@ func (mt *Meter) Response(status int, contentType, contentEncoding string) {
 		// Compressed bodies are measured once decompression lands; until
 		// then they pass through counted but unread.
 		mt.obs.Degrade("content_encoding")
-		mt.framing = framingNone
+		mt.framing = FramingNone
 		return
 	}
-	mt.framing = framingNone
 	mediaType, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		mediaType = strings.ToLower(strings.TrimSpace(contentType))
 	}
-	switch {
-	case mediaType == "text/event-stream":
-		mt.framing = framingSSE
+	if fc, ok := mt.dialect.(FramingChooser); ok {
+		mt.framing, mt.framer = fc.Framing(status, mediaType, mt.opts.MaxEventSize, mt.onEvent)
+		if mt.framing == FramingCustom && mt.framer == nil {
+			mt.framing = FramingNone
+		}
+	} else {
+		mt.framing = DefaultFraming(status, mediaType)
+	}
+	switch mt.framing {
+	case FramingSSE, FramingNDJSON, FramingCustom:
 		mt.M.Streamed = true
-	case mediaType == "application/json" || strings.HasSuffix(mediaType, "+json") || status >= 400:
-		mt.framing = framingBody
 	}
 }
 
@@ -141,9 +193,13 @@ func (mt *Meter) Write(p []byte, at time.Time) {
 	mt.obs.at = off
 	mt.lastWrite = off
 	switch mt.framing {
-	case framingSSE:
+	case FramingSSE:
 		mt.dec.Write(p)
-	case framingBody:
+	case FramingNDJSON:
+		mt.lines.Write(p)
+	case FramingCustom:
+		mt.framer.Write(p)
+	case FramingBody:
 		if mt.overCap {
 			return
 		}
@@ -155,6 +211,12 @@ func (mt *Meter) Write(p []byte, at time.Time) {
 		}
 		mt.body = append(mt.body, p...)
 	}
+}
+
+func (mt *Meter) onLine(line []byte) {
+	mt.line.Data = line
+	mt.onEvent(&mt.line)
+	mt.line.Data = nil
 }
 
 func (mt *Meter) onEvent(ev *sse.Event) {
@@ -185,24 +247,33 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 	if mt.finished {
 		return m
 	}
+	// An event still pending at the end (llama.cpp's [DONE] without its
+	// blank line, an NDJSON line without its newline) arrived with the
+	// last write, not at the end.
+	mt.obs.at = mt.lastWrite
+	var oversized int64
 	switch mt.framing {
-	case framingSSE:
-		// An event still pending at the end (llama.cpp's [DONE] without
-		// its blank line) arrived with the last write, not at the end.
-		mt.obs.at = mt.lastWrite
+	case FramingSSE:
 		mt.dec.Close()
-		if s := mt.dec.Stats(); s.Oversized > 0 {
-			m.Degraded += s.Oversized
-			if m.DegradedReason == "" {
-				m.DegradedReason = "event_over_cap"
-			}
-		}
-	case framingBody:
+		oversized = mt.dec.Stats().Oversized
+	case FramingNDJSON:
+		mt.lines.Close()
+		oversized = mt.lines.Stats().Oversized
+	case FramingCustom:
+		mt.framer.Close()
+		oversized = mt.framer.Oversized()
+	case FramingBody:
 		if !mt.overCap && len(mt.body) > 0 {
 			mt.obs.timed = false
 			mt.dialect.Body(&mt.obs, mt.body)
 		}
 		mt.body = nil
+	}
+	if oversized > 0 {
+		m.Degraded += oversized
+		if m.DegradedReason == "" {
+			m.DegradedReason = "event_over_cap"
+		}
 	}
 	mt.finished = true
 	m.End = at.Sub(m.Start)
@@ -251,7 +322,7 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 // the outcome left unknown unless the transport failed.
 func (mt *Meter) Abandon() {
 	mt.abandoned = true
-	mt.framing = framingNone
+	mt.framing = FramingNone
 	mt.body = nil
 }
 
