@@ -494,11 +494,11 @@ func TestAbortPanics(t *testing.T) {
 // panicDialect fails on every event, standing in for a bug in a dialect.
 type panicDialect struct{}
 
-func (panicDialect) Name() string                      { return "test_panic" }
-func (panicDialect) Operation(string) string           { return "chat" }
-func (panicDialect) Request(*meter.Request, []byte)    {}
-func (panicDialect) Event(*meter.Observer, *sse.Event) { panic("dialect bug") }
-func (panicDialect) Body(*meter.Observer, []byte)      { panic("dialect bug") }
+func (panicDialect) Name() string                           { return "test_panic" }
+func (panicDialect) Operation(string) string                { return "chat" }
+func (panicDialect) Request(*meter.Request, string, []byte) {}
+func (panicDialect) Event(*meter.Observer, *sse.Event)      { panic("dialect bug") }
+func (panicDialect) Body(*meter.Observer, []byte)           { panic("dialect bug") }
 
 func init() {
 	meter.RegisterDialect(meter.DialectInfo{Name: "test_panic", New: func() meter.Dialect { return panicDialect{} }, Provider: "openai"})

@@ -17,9 +17,10 @@ type Dialect interface {
 	Name() string
 	// Operation is the semconv gen_ai.operation.name for a request path.
 	Operation(path string) string
-	// Request reads the client's parameters from the request body, which
-	// may be a prefix of the whole body when it exceeded the tee's cap.
-	Request(r *Request, body []byte)
+	// Request reads the client's parameters from the request path (some
+	// APIs put the model or the streaming choice there) and body, which may
+	// be a prefix of the whole body when it exceeded the tee's cap.
+	Request(r *Request, path string, body []byte)
 	// Event reads one complete server-sent event.
 	Event(o *Observer, ev *sse.Event)
 	// Body reads a complete non-streamed response body, which is also how

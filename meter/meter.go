@@ -143,7 +143,7 @@ func (mt *Meter) Observer() *Observer { return &mt.obs }
 // part of it, with truncated set, when it exceeded the tee's cap).
 func (mt *Meter) Request(path string, body []byte, truncated bool) {
 	mt.M.Operation = mt.dialect.Operation(path)
-	mt.dialect.Request(&mt.M.Request, body)
+	mt.dialect.Request(&mt.M.Request, path, body)
 	mt.M.Request.Truncated = truncated
 }
 

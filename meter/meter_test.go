@@ -285,7 +285,7 @@ func TestRequestParameters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var r Request
-			openAIChat{}.Request(&r, []byte(tt.body))
+			openAIChat{}.Request(&r, "/v1/chat/completions", []byte(tt.body))
 			if r != tt.want {
 				t.Errorf("got %+v, want %+v", r, tt.want)
 			}

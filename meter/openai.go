@@ -40,7 +40,7 @@ func (openAIChat) Operation(path string) string {
 	return "chat"
 }
 
-func (openAIChat) Request(r *Request, body []byte) {
+func (openAIChat) Request(r *Request, _ string, body []byte) {
 	if v := gjson.GetBytes(body, "model"); v.Type == gjson.String {
 		r.Model = v.Str
 	}
