@@ -54,6 +54,7 @@ func (h *Handler) begin(r *http.Request) *exchange {
 		MaxEventSize:   int(h.MaxEventSize),
 		MaxBodySize:    int(h.MaxResponseBody),
 		StallThreshold: time.Duration(h.StallThreshold),
+		OnPanic:        func(rec any) { h.recordPanic("decompressed body", rec) },
 	}, start)
 	return x
 }
@@ -110,16 +111,22 @@ func (x *exchange) safely(what string, f func()) {
 			x.broken = true
 			x.meter.Abandon()
 			x.meter.Observer().Degrade("internal_panic")
-			internalPanics.Add(1)
-			if n := x.h.faults.Add(1); n == 1 {
-				x.h.logger.Error("recovered a panic in tokentap's measuring code; the request continues unmeasured",
-					zap.String("during", what),
-					zap.Any("panic", rec),
-					zap.ByteString("stack", debug.Stack()))
-			}
+			x.h.recordPanic(what, rec)
 		}
 	}()
 	f()
+}
+
+// recordPanic counts a recovered panic and logs the handler's first one with
+// its stack. It may run on a meter's decompression goroutine.
+func (h *Handler) recordPanic(what string, rec any) {
+	internalPanics.Add(1)
+	if h.faults.Add(1) == 1 {
+		h.logger.Error("recovered a panic in tokentap's measuring code; the request continues unmeasured",
+			zap.String("during", what),
+			zap.Any("panic", rec),
+			zap.ByteString("stack", debug.Stack()))
+	}
 }
 
 // readRequest parses the request parameters from what the tee has copied.

@@ -27,6 +27,12 @@ type Options struct {
 	// StallThreshold is the gap between chunks counted as a stall.
 	// Default 1s.
 	StallThreshold time.Duration
+	// OnPanic is called with the value of a panic recovered in a dialect
+	// that runs off the caller's goroutine (while decompressing a side
+	// copy); the exchange then continues unmeasured. It must be safe to
+	// call from any goroutine. Panics on the caller's own goroutine are the
+	// caller's to recover.
+	OnPanic func(any)
 }
 
 // Framing is how a response body is cut into pieces for the dialect.
@@ -93,6 +99,7 @@ type Meter struct {
 	dec       sse.Decoder
 	lines     ndjson.Decoder
 	framer    Framer
+	tap       *tap      // decompresses a compressed body on its own goroutine
 	line      sse.Event // the event an NDJSON line is handed out in
 	body      []byte
 	overCap   bool
@@ -100,6 +107,9 @@ type Meter struct {
 	lastWrite time.Duration
 	finished  bool
 	abandoned bool
+	// tapOverflow is set on the caller's goroutine when the decompressor
+	// fell too far behind; it is merged at Finish.
+	tapOverflow bool
 }
 
 // New returns a Meter for one exchange that started at start.
@@ -152,13 +162,6 @@ func (mt *Meter) Request(path string, body []byte, truncated bool) {
 // end, anything else only counted.
 func (mt *Meter) Response(status int, contentType, contentEncoding string) {
 	mt.M.StatusCode = status
-	if ce := strings.TrimSpace(contentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
-		// Compressed bodies are measured once decompression lands; until
-		// then they pass through counted but unread.
-		mt.obs.Degrade("content_encoding")
-		mt.framing = FramingNone
-		return
-	}
 	mediaType, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		mediaType = strings.ToLower(strings.TrimSpace(contentType))
@@ -175,6 +178,26 @@ func (mt *Meter) Response(status int, contentType, contentEncoding string) {
 	case FramingSSE, FramingNDJSON, FramingCustom:
 		mt.M.Streamed = true
 	}
+	if coding, several := normalizeEncoding(contentEncoding); coding != "" && mt.framing != FramingNone {
+		if several || !supportedEncoding(coding) {
+			mt.obs.Degrade("content_encoding")
+			mt.framing = FramingNone
+			return
+		}
+		// The client gets the compressed bytes; the meter reads a
+		// decompressed side copy.
+		mt.tap = startTap(coding, mt.frame, mt.tapFault, mt.tapPanic)
+	}
+}
+
+func (mt *Meter) tapFault(reason string) { mt.obs.Degrade(reason) }
+
+func (mt *Meter) tapPanic(rec any) {
+	mt.abandoned = true
+	mt.obs.Degrade("internal_panic")
+	if mt.opts.OnPanic != nil {
+		mt.opts.OnPanic(rec)
+	}
 }
 
 // Write feeds response body bytes that arrived at time at. It never keeps p.
@@ -190,6 +213,19 @@ func (mt *Meter) Write(p []byte, at time.Time) {
 		mt.M.FirstByte = off
 	}
 	mt.M.Bytes += int64(len(p))
+	if mt.tap != nil {
+		if mt.tap.write(p, off) {
+			mt.tapOverflow = true
+		}
+		return
+	}
+	mt.frame(p, off)
+}
+
+// frame cuts body bytes that arrived at off into the dialect's pieces. With
+// a compressed body it runs on the tap's goroutine, which then owns the
+// measurement until Finish waits for it.
+func (mt *Meter) frame(p []byte, off time.Duration) {
 	mt.obs.at = off
 	mt.lastWrite = off
 	switch mt.framing {
@@ -246,6 +282,20 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 	m := &mt.M
 	if mt.finished {
 		return m
+	}
+	if mt.tap != nil {
+		// Wait for the decompressor to read what is left; after this the
+		// measurement is the caller's again.
+		mt.tap.close()
+		mt.tap = nil
+		if mt.tapOverflow {
+			mt.obs.Degrade("decompress_backlog")
+		}
+		if mt.abandoned {
+			// The dialect panicked on the tap's goroutine.
+			mt.framing = FramingNone
+			mt.body = nil
+		}
 	}
 	// An event still pending at the end (llama.cpp's [DONE] without its
 	// blank line, an NDJSON line without its newline) arrived with the
@@ -321,6 +371,10 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 // more is fed to it, and Finish reports only what the transport says, with
 // the outcome left unknown unless the transport failed.
 func (mt *Meter) Abandon() {
+	if mt.tap != nil {
+		mt.tap.close()
+		mt.tap = nil
+	}
 	mt.abandoned = true
 	mt.framing = FramingNone
 	mt.body = nil
