@@ -28,6 +28,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_response_body <size>
 //		max_event_size    <size>
 //		stall_threshold   <duration>
+//		inject_usage
 //	}
 //
 // The directive is ordered before reverse_proxy. Put it in the same handle
@@ -44,6 +45,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.Errf("%s already specified", opt)
 		}
 		seen[opt] = true
+		if opt == "inject_usage" {
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.InjectUsage = true
+			continue
+		}
 		var arg string
 		if !d.Args(&arg) {
 			return d.ArgErr()

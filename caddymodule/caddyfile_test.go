@@ -27,7 +27,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			max_response_body 8MB
 			max_event_size    512KiB
 			stall_threshold   1500ms
-		}`, want: Handler{
+			inject_usage
+		}`, want: Handler{InjectUsage: true,
 			Provider: "azure.ai.openai", Dialect: "openai_chat",
 			MaxRequestBody: 2 << 20, MaxResponseBody: 8_000_000, MaxEventSize: 512 << 10,
 			StallThreshold: caddy.Duration(1500 * time.Millisecond),
@@ -39,6 +40,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "repeated option", input: "tokentap {\n provider a\n provider b\n}", wantErr: "provider already specified"},
 		{name: "bad size", input: "tokentap {\n max_event_size lots\n}", wantErr: "parsing max_event_size"},
 		{name: "bad duration", input: "tokentap {\n stall_threshold soon\n}", wantErr: "parsing stall_threshold"},
+		{name: "inject_usage takes no value", input: "tokentap {\n inject_usage yes\n}", wantErr: "wrong argument count"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +57,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			}
 			if h.Provider != tt.want.Provider || h.Dialect != tt.want.Dialect ||
 				h.MaxRequestBody != tt.want.MaxRequestBody || h.MaxResponseBody != tt.want.MaxResponseBody ||
-				h.MaxEventSize != tt.want.MaxEventSize || h.StallThreshold != tt.want.StallThreshold {
+				h.MaxEventSize != tt.want.MaxEventSize || h.StallThreshold != tt.want.StallThreshold ||
+				h.InjectUsage != tt.want.InjectUsage {
 				t.Errorf("got %+v, want %+v", h, tt.want)
 			}
 		})

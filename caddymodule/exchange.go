@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sse"
 )
 
 // exchange is the state of one measured request. Everything in it is used
@@ -34,6 +36,13 @@ type exchange struct {
 	// broken is set when tokentap's own code panicked: measuring stops for
 	// this request, and the traffic goes on untouched.
 	broken bool
+
+	// injected is set when inject_usage added stream_options.include_usage
+	// to the request; strip then edits the response back (injectusage.go).
+	injected bool
+	strip    *usageStripper
+	// fullBody is the request body when inject_usage read it whole.
+	fullBody []byte
 
 	inflight *inflightCounter
 	// inflightAhead is how many requests to the same upstream and model
@@ -84,7 +93,10 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 	// sees this span as its parent.
 	h.propagator.Inject(ctx, propagation.HeaderCarrier(r.Header))
 
-	if r.Body != nil && r.Body != http.NoBody && h.MaxRequestBody > 0 {
+	if h.InjectUsage && x.info.Name == "openai_chat" && x.meter.M.Operation != "embeddings" {
+		r, x.injected = x.injectUsage(r)
+	}
+	if x.fullBody == nil && r.Body != nil && r.Body != http.NoBody && h.MaxRequestBody > 0 {
 		x.tee = newTeeBody(r.Body, h.MaxRequestBody, r.ContentLength)
 		r.Body = x.tee
 	}
@@ -136,9 +148,12 @@ func (x *exchange) readRequest() {
 	}
 	var body []byte
 	var truncated, complete bool
-	if x.tee != nil {
+	switch {
+	case x.fullBody != nil:
+		body, complete = x.fullBody, true
+	case x.tee != nil:
 		body, truncated, complete = x.tee.snapshot()
-	} else {
+	default:
 		complete = true
 	}
 	x.meter.Request(x.r.URL.Path, body, truncated)
@@ -153,7 +168,15 @@ func (x *exchange) response(status int, header http.Header) {
 	t0 := time.Now()
 	x.safely("response", func() {
 		x.readRequest()
-		x.meter.Response(status, header.Get("Content-Type"), header.Get("Content-Encoding"))
+		ct, ce := header.Get("Content-Type"), header.Get("Content-Encoding")
+		x.meter.Response(status, ct, ce)
+		if x.injected && status == http.StatusOK && ce == "" && strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
+			max := int(x.h.MaxEventSize)
+			if max <= 0 {
+				max = sse.DefaultMaxEventSize
+			}
+			x.strip = &usageStripper{max: max}
+		}
 		host, port := x.upstream()
 		x.inflight = inflightFor(host, port, x.meter.M.Request.Model)
 		x.inflightAhead = x.inflight.n.Add(1) - 1
@@ -198,6 +221,9 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	x.safely("finish", func() {
 		x.readRequest()
 		m = x.meter.Finish(end, abort, errorType)
+		if x.injected && m.Usage.Source == meter.UsageReported {
+			m.Usage.Source = meter.UsageInjected
+		}
 	})
 	if m == nil {
 		// The meter itself failed; end the span with what is certain.

@@ -68,6 +68,17 @@ type Handler struct {
 	// a stall in tokentap.stalls. Default: 1s.
 	StallThreshold caddy.Duration `json:"stall_threshold,omitempty"`
 
+	// InjectUsage makes OpenAI-style streaming requests that lack
+	// stream_options.include_usage ask for it upstream, so token counts are
+	// exact (tokentap.usage.source "injected"), and removes from the
+	// response exactly what that added: the usage-only chunk and the
+	// "usage":null member of the other chunks. The request body is read
+	// whole first (up to max_request_body; larger bodies pass untouched)
+	// and the partial event at the end of each write is held back until it
+	// is complete. Requests that asked for usage themselves are not
+	// changed. Default: off.
+	InjectUsage bool `json:"inject_usage,omitempty"`
+
 	dialect    *meter.DialectInfo
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -169,6 +180,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}()
 	err := next.ServeHTTP(ww, r)
+	ww.flushPending()
 	switch {
 	case err == nil:
 		x.finish(meter.OutcomeUnknown, "")

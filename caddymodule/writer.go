@@ -50,12 +50,21 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
+	if w.x.strip != nil {
+		return w.writeStripped(p, at)
+	}
+	n, err := w.forward(p)
+	if n > 0 {
+		w.x.feed(p[:n], at)
+	}
+	return n, err
+}
+
+// forward writes to the client, remembering the first failure.
+func (w *responseWriter) forward(p []byte) (int, error) {
 	n, err := w.ResponseWriterWrapper.Write(p)
 	if err != nil && w.writeErr == nil {
 		w.writeErr = err
-	}
-	if n > 0 {
-		w.x.feed(p[:n], at)
 	}
 	return n, err
 }
