@@ -77,6 +77,14 @@ func EstimateTokens(s []byte) int64 {
 			for j < len(s) && isPunct(s[j]) {
 				j++
 			}
+			if j == i {
+				// A raw control character or DEL: invalid inside a JSON
+				// string, but a hostile upstream can send it, and the loop
+				// must always move on.
+				n++
+				i++
+				continue
+			}
 			n += int64(j-i+1) / 2
 			i = j
 			if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'n' {

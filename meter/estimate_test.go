@@ -21,6 +21,8 @@ func TestEstimateTokens(t *testing.T) {
 		{"raw multi-byte characters", "日本語", 3},
 		{"spaces run", "    x", 2},
 		{"tool arguments", `{\"city\":\"Paris\"}`, 9},
+		{"raw control byte does not stall", "\x08ello", 2},
+		{"DEL does not stall", "a\x7f", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -137,6 +137,7 @@ func (mt *Meter) Init(d Dialect, opts Options, start time.Time) {
 	mt.M.Usage = unknownUsage
 	mt.obs = Observer{m: &mt.M, timed: true}
 	mt.dec.MaxEventSize = opts.MaxEventSize
+	mt.dec.ErrorField = true
 	mt.dec.OnEvent = mt.onEvent
 	mt.lines.MaxLineSize = opts.MaxEventSize
 	mt.lines.OnLine = mt.onLine

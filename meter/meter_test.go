@@ -155,7 +155,7 @@ func TestOpenAIChatStreams(t *testing.T) {
 		{
 			name: "llama.cpp [DONE] without blank line still completes", fixture: "llamacpp_done_unterminated.sse",
 			firstToken: 1, firstVisible: 3, lastToken: 4,
-			usage: Usage{63, 4, -1, -1, -1, UsageReported},
+			usage: Usage{63, 4, 0, -1, -1, UsageReported},
 			model: "gpt-oss-20b", id: "chatcmpl-llama1",
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 7,
 		},
@@ -387,9 +387,9 @@ func TestDegradation(t *testing.T) {
 			t.Errorf("got %+v", m)
 		}
 	})
-	t.Run("compressed body is counted, not read", func(t *testing.T) {
+	t.Run("body in an unsupported encoding is counted, not read", func(t *testing.T) {
 		mt := New(openAIChat{}, Options{}, t0)
-		mt.Response(200, "text/event-stream", "gzip")
+		mt.Response(200, "text/event-stream", "compress")
 		mt.Write([]byte{0x1f, 0x8b, 0, 1, 2, 3}, t0.Add(step))
 		m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
 		if m.DegradedReason != "content_encoding" || m.Bytes != 6 || m.Chunks != 0 {

@@ -77,8 +77,14 @@ func (openAIChat) Event(o *Observer, ev *sse.Event) {
 	}
 	if string(ev.Type) == "error" {
 		// openai-python treats an `event: error` as a failure whatever
-		// the payload says.
-		o.Error(errorType(gjson.Get(view(data), "error")))
+		// the payload says. llama.cpp's old non-standard error: field
+		// (before PR #16109), which the SSE decoder hands out as this
+		// type, holds the error object itself rather than wrapping it.
+		e := gjson.Get(view(data), "error")
+		if !e.IsObject() {
+			e = gjson.Parse(view(data))
+		}
+		o.Error(errorType(e))
 		return
 	}
 	readOpenAIChunk(o, view(data), false)
@@ -97,7 +103,9 @@ func (openAIChat) Body(o *Observer, body []byte) {
 // text_completion or embedding list) in one pass over its top-level keys.
 func readOpenAIChunk(o *Observer, s string, whole bool) {
 	var tokens int64
-	var output, visible bool
+	var output, visible, hasUsage bool
+	var usage Usage
+	var timings gjson.Result
 	gjson.Parse(s).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "id":
@@ -118,7 +126,24 @@ func readOpenAIChunk(o *Observer, s string, whole bool) {
 			})
 		case "usage":
 			if v.IsObject() {
-				o.Usage(readOpenAIUsage(v))
+				usage, hasUsage = readOpenAIUsage(v), true
+				readGroqTimes(o, v)
+			}
+		case "x_groq":
+			// Groq's streams before 2025 report usage only here; newer
+			// ones repeat it at the top level.
+			if u := v.Get("usage"); u.IsObject() {
+				readGroqTimes(o, u)
+				if !hasUsage {
+					usage, hasUsage = readOpenAIUsage(u), true
+				}
+			}
+		case "timings":
+			timings = v
+		case "finish_reason":
+			// Together's TGI-style chunks carry it beside choices.
+			if v.Type == gjson.String {
+				o.FinishReason(0, bytesOf(v.Str))
 			}
 		case "error":
 			if v.Exists() && v.Type != gjson.Null && v.Type != gjson.False {
@@ -132,6 +157,18 @@ func readOpenAIChunk(o *Observer, s string, whole bool) {
 		}
 		return true
 	})
+	if timings.IsObject() {
+		cached := readLlamaCppTimings(o, timings)
+		// timings_per_token puts timings on every chunk; a cache count
+		// alone must not make usage "reported", so it only completes a
+		// usage object from the same chunk.
+		if hasUsage && usage.CacheReadInputTokens < 0 {
+			usage.CacheReadInputTokens = cached
+		}
+	}
+	if hasUsage {
+		o.Usage(usage)
+	}
 	if output {
 		o.Output(tokens, visible)
 	}
@@ -141,7 +178,8 @@ func readOpenAIChunk(o *Observer, s string, whole bool) {
 // message, or a legacy completion's text.
 func readOpenAIChoice(o *Observer, choice gjson.Result) (tokens int64, output, visible bool) {
 	var index int64
-	var finish gjson.Result
+	var finish, text gjson.Result
+	var delta bool
 	choice.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "index":
@@ -149,16 +187,20 @@ func readOpenAIChoice(o *Observer, choice gjson.Result) (tokens int64, output, v
 		case "finish_reason":
 			finish = v
 		case "delta", "message":
+			delta = true
 			n, out, vis := readOpenAIDelta(v)
 			tokens, output, visible = tokens+n, output || out, visible || vis
 		case "text":
-			if v.Type == gjson.String && v.Raw != `""` {
-				tokens += EstimateTokens(rawString(v))
-				output, visible = true, true
-			}
+			text = v
 		}
 		return true
 	})
+	// Together repeats each delta's content in a legacy text field; text
+	// is the fragment only when there is no delta.
+	if !delta && text.Type == gjson.String && text.Raw != `""` {
+		tokens += EstimateTokens(rawString(text))
+		output, visible = true, true
+	}
 	if finish.Type == gjson.String {
 		o.FinishReason(index, bytesOf(finish.Str))
 	}
@@ -177,6 +219,9 @@ func readOpenAIDelta(d gjson.Result) (tokens int64, output, visible bool) {
 			if v.Type == gjson.String && v.Raw != `""` {
 				tokens += EstimateTokens(rawString(v))
 				output, visible = true, true
+			} else if v.IsArray() {
+				n, out, vis := readOpenAIContentParts(v)
+				tokens, output, visible = tokens+n, output || out, visible || vis
 			}
 		case "reasoning_content", "reasoning":
 			if v.Type == gjson.String && v.Raw != `""` {
@@ -196,6 +241,48 @@ func readOpenAIDelta(d gjson.Result) (tokens int64, output, visible bool) {
 				tokens += n
 				output = true
 			}
+		}
+		return true
+	})
+	return tokens, output, visible
+}
+
+// readOpenAIContentParts reads content given as typed parts, as Mistral's
+// reasoning models stream it: text parts are answer text; thinking parts,
+// themselves a list of text parts, are reasoning. Other parts (images,
+// references) are not generated text.
+func readOpenAIContentParts(parts gjson.Result) (tokens int64, output, visible bool) {
+	parts.ForEach(func(_, p gjson.Result) bool {
+		var typ, text, thinking gjson.Result
+		p.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "type":
+				typ = v
+			case "text":
+				text = v
+			case "thinking":
+				thinking = v
+			}
+			return true
+		})
+		switch typ.Str {
+		case "text":
+			if text.Type == gjson.String && text.Raw != `""` {
+				tokens += EstimateTokens(rawString(text))
+				output, visible = true, true
+			}
+		case "thinking":
+			if thinking.Type == gjson.String && thinking.Raw != `""` {
+				tokens += EstimateTokens(rawString(thinking))
+				output = true
+			}
+			thinking.ForEach(func(_, t gjson.Result) bool {
+				if s := t.Get("text"); s.Type == gjson.String && s.Raw != `""` {
+					tokens += EstimateTokens(rawString(s))
+					output = true
+				}
+				return true
+			})
 		}
 		return true
 	})
@@ -237,6 +324,63 @@ func readOpenAIUsage(u gjson.Result) Usage {
 		return true
 	})
 	return out
+}
+
+// groqTimes are the seconds Groq reports beside its token counts (in
+// x_groq.usage when streaming, in usage otherwise) and the server-timing
+// names they are reported under: queue_time is time waiting for capacity,
+// prompt_time prefill, completion_time decode.
+var groqTimes = [...]struct{ key, name string }{
+	{"queue_time", "queue"},
+	{"prompt_time", "prompt"},
+	{"completion_time", "completion"},
+	{"total_time", "total"},
+}
+
+func readGroqTimes(o *Observer, u gjson.Result) {
+	var times [len(groqTimes)]gjson.Result
+	u.ForEach(func(k, v gjson.Result) bool {
+		for i := range groqTimes {
+			if k.Str == groqTimes[i].key {
+				times[i] = v
+			}
+		}
+		return true
+	})
+	for i, v := range times {
+		if v.Type == gjson.Number {
+			o.ServerTiming(groqTimes[i].name, v.Float())
+		}
+	}
+}
+
+// readLlamaCppTimings reads llama.cpp's timings object: prompt_ms
+// (prefill) and predicted_ms (decode) become server timings in seconds. It
+// returns cache_n, the prompt tokens served from the KV cache, which
+// usage.prompt_tokens includes (prompt_tokens = cache_n + prompt_n), or -1.
+func readLlamaCppTimings(o *Observer, t gjson.Result) (cached int64) {
+	var prompt, predicted, cache gjson.Result
+	t.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "prompt_ms":
+			prompt = v
+		case "predicted_ms":
+			predicted = v
+		case "cache_n":
+			cache = v
+		}
+		return true
+	})
+	if prompt.Type == gjson.Number {
+		o.ServerTiming("prompt", prompt.Float()/1000)
+	}
+	if predicted.Type == gjson.Number {
+		o.ServerTiming("predicted", predicted.Float()/1000)
+	}
+	if cache.Type == gjson.Number {
+		return cache.Int()
+	}
+	return -1
 }
 
 // errorType names an error object by its type, else its code, else _OTHER.

@@ -55,6 +55,12 @@ type Decoder struct {
 	// cleanly at the next event. It is never buffered whole.
 	MaxEventSize int
 
+	// ErrorField makes a non-standard `error` field count as data in an
+	// event of type "error". llama.cpp's server before PR #16109 (Sept
+	// 2025) reported failures that way; a spec-exact decoder drops the
+	// line and the failure with it.
+	ErrorField bool
+
 	line  []byte // bytes of a partial field line (pend == pendBuf)
 	data  []byte // data buffer, each value followed by '\n'
 	alias []byte // data buffer's only value, still in the caller's p (aliased)
@@ -342,6 +348,11 @@ func (d *Decoder) field(b []byte, inP bool) {
 		d.appendData(value, inP)
 	case "event":
 		d.typ = append(d.typ[:0], value...)
+	case "error":
+		if d.ErrorField {
+			d.typ = append(d.typ[:0], "error"...)
+			d.appendData(value, inP)
+		}
 	case "id":
 		if bytes.IndexByte(value, 0) < 0 {
 			d.id = append(d.id[:0], value...)

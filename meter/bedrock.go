@@ -1,0 +1,583 @@
+package meter
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net/url"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokentap/tokentap/sse"
+)
+
+// bedrockConverseInfo registers AWS Bedrock's Converse API, the same shape
+// for every model: /model/{modelId}/converse and, streamed as a binary event
+// stream, /model/{modelId}/converse-stream.
+var bedrockConverseInfo = DialectInfo{
+	Name:     "bedrock_converse",
+	New:      func() Dialect { return newBedrock(false) },
+	Provider: "aws.bedrock",
+	Matches: func(path string) bool {
+		_, op, ok := bedrockPath(path)
+		return ok && (op == "converse" || op == "converse-stream")
+	},
+}
+
+// bedrockInvokeInfo registers InvokeModel (/model/{modelId}/invoke) and
+// InvokeModelWithResponseStream (/model/{modelId}/invoke-with-response-stream),
+// whose bodies are the model's native JSON: Anthropic's Messages events for
+// Claude, Meta's for Llama.
+var bedrockInvokeInfo = DialectInfo{
+	Name:     "bedrock_invoke",
+	New:      func() Dialect { return newBedrock(true) },
+	Provider: "aws.bedrock",
+	Matches: func(path string) bool {
+		_, op, ok := bedrockPath(path)
+		return ok && (op == "invoke" || op == "invoke-with-response-stream")
+	},
+}
+
+func init() {
+	RegisterDialect(bedrockConverseInfo)
+	RegisterDialect(bedrockInvokeInfo)
+	// Exception types and stop reasons recur on every exchange that has
+	// them; interned, recording them does not allocate.
+	for _, s := range []string{
+		"throttlingException", "modelStreamErrorException", "internalServerException",
+		"validationException", "serviceUnavailableException", "modelTimeoutException",
+		"guardrail_intervened", "content_filtered", "model_context_window_exceeded",
+	} {
+		interned[s] = s
+	}
+}
+
+// bedrockMediaType is the binary event stream's content type.
+const bedrockMediaType = "application/vnd.amazon.eventstream"
+
+// Event types the framer gives messages that are not events. Real event
+// types are identifiers ("contentBlockDelta", "chunk"), so a colon cannot
+// collide with one.
+const (
+	bedrockExceptionPrefix = "exception:" // + :exception-type, a modelled error
+	bedrockErrorPrefix     = "error:"     // + :error-code, an unmodelled error
+	bedrockCorrupt         = ":corrupt"   // the framing broke; nothing more will come
+)
+
+// bedrock reads both Bedrock APIs; invoke says which. It keeps the parts of
+// the input count, because the sum semconv wants is not what any one event
+// says, and a buffer for the base64-decoded model-native chunks.
+type bedrock struct {
+	invoke                       bool
+	input, cacheRead, cacheWrite int64
+	native                       []byte
+	framer                       bedrockFramer
+}
+
+func newBedrock(invoke bool) *bedrock {
+	return &bedrock{invoke: invoke, input: -1, cacheRead: -1, cacheWrite: -1}
+}
+
+// Name implements Dialect.
+func (b *bedrock) Name() string {
+	if b.invoke {
+		return bedrockInvokeInfo.Name
+	}
+	return bedrockConverseInfo.Name
+}
+
+// Operation implements Dialect. Converse only chats; InvokeModel also serves
+// embedding models, whose ids say so (amazon.titan-embed-text-v2:0,
+// cohere.embed-english-v3).
+func (b *bedrock) Operation(path string) string {
+	if b.invoke {
+		if model, _, _ := bedrockPath(path); strings.Contains(strings.ToLower(model), "embed") {
+			return "embeddings"
+		}
+	}
+	return "chat"
+}
+
+// bedrockPath splits a Bedrock runtime path into the model id and the
+// operation segment. The model id is everything between /model/ and the
+// last segment, because an ARN model id (an inference profile, a
+// provisioned model) has slashes of its own once the path is unescaped.
+func bedrockPath(path string) (model, op string, ok bool) {
+	i := strings.Index(path, "/model/")
+	if i < 0 {
+		return "", "", false
+	}
+	rest := strings.TrimSuffix(path[i+len("/model/"):], "/")
+	j := strings.LastIndexByte(rest, '/')
+	if j <= 0 {
+		return "", "", false
+	}
+	model, op = rest[:j], rest[j+1:]
+	switch op {
+	case "converse", "converse-stream", "invoke", "invoke-with-response-stream":
+		return model, op, true
+	}
+	return "", "", false
+}
+
+// Request implements Dialect: the model and the streaming choice are in the
+// path, the parameters in the body (Converse's inferenceConfig, or the
+// model's native names on InvokeModel).
+func (b *bedrock) Request(r *Request, path string, body []byte) {
+	model, op, ok := bedrockPath(path)
+	if !ok {
+		return
+	}
+	if strings.Contains(model, "%") {
+		// Clients escape the ARN's colons and slashes; the path may reach
+		// us escaped or not, depending on the server in front.
+		if m, err := url.PathUnescape(model); err == nil {
+			model = m
+		}
+	}
+	r.Model = model
+	r.Stream, r.HasStream = strings.HasSuffix(op, "-stream"), true
+	max, temp, topP := "inferenceConfig.maxTokens", "inferenceConfig.temperature", "inferenceConfig.topP"
+	if b.invoke {
+		max = "max_tokens|max_gen_len|textGenerationConfig.maxTokenCount|inferenceConfig.max_new_tokens"
+		temp = "temperature|textGenerationConfig.temperature|inferenceConfig.temperature"
+		topP = "top_p|textGenerationConfig.topP|inferenceConfig.top_p"
+	}
+	if v := bedrockFirst(body, max); v.Type == gjson.Number {
+		r.MaxTokens, r.HasMaxTokens = v.Int(), true
+	}
+	if v := bedrockFirst(body, temp); v.Type == gjson.Number {
+		r.Temperature, r.HasTemperature = v.Float(), true
+	}
+	if v := bedrockFirst(body, topP); v.Type == gjson.Number {
+		r.TopP, r.HasTopP = v.Float(), true
+	}
+}
+
+// bedrockFirst returns the first of |-separated paths present in body.
+func bedrockFirst(body []byte, paths string) gjson.Result {
+	for p := range strings.SplitSeq(paths, "|") {
+		if v := gjson.GetBytes(body, p); v.Exists() {
+			return v
+		}
+	}
+	return gjson.Result{}
+}
+
+// Framing implements FramingChooser: the event stream is framed by its own
+// binary framing; anything else (a non-streamed body, an error) is read
+// whole as its media type says.
+func (b *bedrock) Framing(status int, mediaType string, maxEvent int, emit func(*sse.Event)) (Framing, Framer) {
+	if mediaType == bedrockMediaType {
+		b.framer.init(maxEvent, emit)
+		return FramingCustom, &b.framer
+	}
+	return DefaultFraming(status, mediaType), nil
+}
+
+// Event implements Dialect: one message of the event stream.
+func (b *bedrock) Event(o *Observer, ev *sse.Event) {
+	typ := ev.Type
+	switch {
+	case bytes.HasPrefix(typ, []byte(bedrockExceptionPrefix)):
+		o.Error(typ[len(bedrockExceptionPrefix):])
+		return
+	case bytes.HasPrefix(typ, []byte(bedrockErrorPrefix)):
+		o.Error(typ[len(bedrockErrorPrefix):])
+		return
+	case string(typ) == bedrockCorrupt:
+		o.Degrade("eventstream_corrupt")
+		return
+	}
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 || data[0] != '{' {
+		o.Degrade("event_not_json")
+		return
+	}
+	if b.invoke {
+		if string(typ) == "chunk" {
+			b.readChunk(o, view(data))
+		}
+		return
+	}
+	b.readConverseEvent(o, typ, view(data))
+}
+
+// readConverseEvent reads one ConverseStream event. messageStart (the role),
+// contentBlockStart (a tool's name and id) and contentBlockStop carry no
+// generated output; nor does the random-length "p" padding every event has.
+func (b *bedrock) readConverseEvent(o *Observer, typ []byte, s string) {
+	switch string(typ) {
+	case "contentBlockDelta":
+		bedrockConverseDelta(o, bedrockMember(s, "delta"))
+	case "messageStop":
+		if r := gjson.Get(s, "stopReason"); r.Type == gjson.String {
+			o.FinishReason(0, bytesOf(r.Str))
+		}
+		// The generation is over; the metadata event that follows only
+		// reports on it, so a stream that loses it is still complete.
+		o.Done()
+	case "metadata":
+		b.readConverseMetadata(o, gjson.Parse(s))
+		o.Done()
+	}
+}
+
+// bedrockConverseDelta reads a contentBlockDelta's delta: text is visible;
+// reasoning text and tool input are output but not visible. A reasoning
+// signature or redacted reasoning is not generated text.
+func bedrockConverseDelta(o *Observer, d string) {
+	var tokens int64
+	var output, visible bool
+	bedrockMembers(d, func(k, v string) bool {
+		var text string
+		switch k {
+		case "text":
+			text = v
+		case "reasoningContent":
+			text = bedrockMember(v, "text")
+		case "toolUse":
+			// The first delta of a tool call may be "": not a token.
+			text = bedrockMember(v, "input")
+		}
+		if t, ok := bedrockText(text); ok {
+			tokens += EstimateTokens(bytesOf(t))
+			output = true
+			visible = visible || k == "text"
+		}
+		return true
+	})
+	if output {
+		o.Output(tokens, visible)
+	}
+}
+
+// readConverseMetadata reads the usage and metrics of the metadata event
+// (or a whole Converse response). AWS documents inputTokens as excluding
+// the cache reads and writes, so the semconv input is their sum.
+func (b *bedrock) readConverseMetadata(o *Observer, m gjson.Result) {
+	m.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "usage":
+			b.readUsage(o, v, "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
+		case "metrics":
+			if l := v.Get("latencyMs"); l.Type == gjson.Number {
+				o.ServerTiming("latency", l.Float()/1000)
+			}
+		}
+		return true
+	})
+}
+
+// readUsage merges a usage object whose field names are given: the input
+// parts are kept, so the reported input is always the sum of the latest
+// value of each.
+func (b *bedrock) readUsage(o *Observer, u gjson.Result, input, output, cacheRead, cacheWrite string) {
+	if !u.IsObject() {
+		return
+	}
+	out := unknownUsage
+	found := false
+	u.ForEach(func(k, v gjson.Result) bool {
+		if v.Type != gjson.Number || v.Int() < 0 || k.Str == "" {
+			return true
+		}
+		// An empty name is a field this object does not have.
+		switch k.Str {
+		case input:
+			b.input, found = v.Int(), true
+		case cacheRead:
+			b.cacheRead, found = v.Int(), true
+		case cacheWrite:
+			b.cacheWrite, found = v.Int(), true
+		case output:
+			out.OutputTokens, found = v.Int(), true
+		}
+		return true
+	})
+	if !found {
+		return
+	}
+	if b.input >= 0 {
+		out.InputTokens = b.input + max(b.cacheRead, 0) + max(b.cacheWrite, 0)
+	}
+	out.CacheReadInputTokens = b.cacheRead
+	out.CacheCreationInputTokens = b.cacheWrite
+	o.Usage(out)
+}
+
+// readChunk reads an InvokeModelWithResponseStream chunk: its "bytes" is the
+// base64 of one model-native JSON event, decoded into a buffer kept for the
+// exchange.
+func (b *bedrock) readChunk(o *Observer, s string) {
+	enc := gjson.Get(s, "bytes")
+	if enc.Type != gjson.String {
+		o.Degrade("chunk_without_bytes")
+		return
+	}
+	// Str is the raw bytes unless the JSON escaped a "/" as "\/", in which
+	// case gjson unescapes it into a new string: rare, and still right.
+	src := bytesOf(enc.Str)
+	// Room for either decoding: unpadded input needs more than padded.
+	size := max(base64.StdEncoding.DecodedLen(len(src)), base64.RawStdEncoding.DecodedLen(len(src)))
+	if cap(b.native) < size {
+		b.native = make([]byte, size)
+	}
+	n, err := base64.StdEncoding.Decode(b.native[:size], src)
+	if err != nil {
+		// Unpadded base64 is not what Bedrock sends, but costs nothing to
+		// accept.
+		n, err = base64.RawStdEncoding.Decode(b.native[:size], src)
+	}
+	if err != nil {
+		o.Degrade("chunk_not_base64")
+		return
+	}
+	native := bytes.TrimSpace(b.native[:n])
+	if len(native) == 0 || native[0] != '{' {
+		o.Degrade("chunk_not_json")
+		return
+	}
+	b.readNative(o, view(native))
+}
+
+// readNative reads one model-native streamed event. Anthropic's Messages
+// events are read in full; Meta Llama's chunks give their text and stop
+// reason. Whatever the model, the last event carries Bedrock's own
+// invocation metrics, which give the usage, two server timings and the end.
+func (b *bedrock) readNative(o *Observer, s string) {
+	var typ, message, delta, usage, errObj, metrics string
+	var tokens int64
+	var output bool
+	bedrockMembers(s, func(k, v string) bool {
+		switch k {
+		case "type":
+			typ = v
+		case "message":
+			message = v
+		case "delta":
+			delta = v
+		case "usage":
+			usage = v
+		case "error":
+			errObj = v
+		case "amazon-bedrock-invocationMetrics":
+			metrics = v
+		case "generation":
+			// Llama's text. Its first chunk is often "".
+			if t, ok := bedrockText(v); ok {
+				tokens += EstimateTokens(bytesOf(t))
+				output = true
+			}
+		case "stop_reason":
+			if t, ok := bedrockText(v); ok {
+				o.FinishReason(0, bytesOf(t))
+			}
+		}
+		return true
+	})
+	if output {
+		o.Output(tokens, true)
+	}
+	switch typ {
+	case `"content_block_delta"`:
+		bedrockAnthropicDelta(o, delta)
+	case `"message_start"`:
+		// Its usage.output_tokens is a placeholder that message_delta
+		// replaces: a stream cut before then is better served by the
+		// estimate.
+		gjson.Parse(message).ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "id":
+				if v.Type == gjson.String {
+					o.ResponseID(bytesOf(v.Str))
+				}
+			case "model":
+				if v.Type == gjson.String {
+					o.Model(bytesOf(v.Str))
+				}
+			case "usage":
+				b.readUsage(o, v, "input_tokens", "", "cache_read_input_tokens", "cache_creation_input_tokens")
+			}
+			return true
+		})
+	case `"message_delta"`:
+		if r, ok := bedrockText(bedrockMember(delta, "stop_reason")); ok {
+			o.FinishReason(0, bytesOf(r))
+		}
+		// Cumulative, like all of Anthropic's usage: the last value wins.
+		b.readUsage(o, gjson.Parse(usage), "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+	case `"message_stop"`:
+		o.Done()
+	case `"error"`:
+		t, _ := bedrockText(bedrockMember(errObj, "type"))
+		o.Error(bytesOf(t))
+	}
+	if metrics != "" && metrics[0] == '{' {
+		b.readInvocationMetrics(o, gjson.Parse(metrics))
+		o.Done()
+	}
+}
+
+// bedrockAnthropicDelta reads an Anthropic content_block_delta's delta:
+// text is visible, thinking and tool input are output; a signature_delta,
+// citations_delta or the "" that starts every tool input is nothing.
+func bedrockAnthropicDelta(o *Observer, d string) {
+	var typ, text string
+	bedrockMembers(d, func(k, v string) bool {
+		switch k {
+		case "type":
+			typ = v
+		case "text", "thinking", "partial_json":
+			text = v
+		}
+		return true
+	})
+	switch typ {
+	case `"text_delta"`, `"thinking_delta"`, `"input_json_delta"`:
+		if t, ok := bedrockText(text); ok {
+			o.Output(EstimateTokens(bytesOf(t)), typ == `"text_delta"`)
+		}
+	}
+}
+
+// readInvocationMetrics reads amazon-bedrock-invocationMetrics. Bedrock
+// copies the model's own counts, so for Claude inputTokenCount excludes the
+// cache counts, as Anthropic's input_tokens does. Latencies are in ms:
+// firstByteLatency is Bedrock's own time to first token.
+func (b *bedrock) readInvocationMetrics(o *Observer, m gjson.Result) {
+	b.readUsage(o, m, "inputTokenCount", "outputTokenCount", "cacheReadInputTokenCount", "cacheWriteInputTokenCount")
+	m.ForEach(func(k, v gjson.Result) bool {
+		if v.Type != gjson.Number {
+			return true
+		}
+		switch k.Str {
+		case "invocationLatency":
+			o.ServerTiming("invocation_latency", v.Float()/1000)
+		case "firstByteLatency":
+			o.ServerTiming("first_byte_latency", v.Float()/1000)
+		}
+		return true
+	})
+}
+
+// Body implements Dialect: a whole Converse or InvokeModel response, or an
+// error body ({"message": ...}, the type being in a header we do not see).
+func (b *bedrock) Body(o *Observer, body []byte) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' {
+		o.Degrade("body_not_json")
+		return
+	}
+	s := view(body)
+	root := gjson.Parse(s)
+	switch {
+	case !b.invoke && root.Get("output").Exists():
+		b.readConverseBody(o, root)
+	case b.invoke && root.Get("type").Str == "message":
+		b.readAnthropicBody(o, root)
+	case b.invoke && root.Get("generation").Exists():
+		b.readLlamaBody(o, root)
+	case root.Get("message").Exists() || root.Get("Message").Exists():
+		bedrockErrorBody(o, root)
+	case b.invoke && root.Get("type").Str == "error":
+		// Claude's own error object, passed through by InvokeModel.
+		if t := root.Get("error.type"); t.Type == gjson.String {
+			o.Error(bytesOf(t.Str))
+		} else {
+			o.Error(nil)
+		}
+	}
+}
+
+// bedrockErrorBody records an error body. AWS puts the error's type in the
+// x-amzn-ErrorType header, which the meter does not see; some gateways copy
+// it into "__type" as "namespace#ThrottlingException".
+func bedrockErrorBody(o *Observer, root gjson.Result) {
+	t := root.Get("__type").Str
+	if i := strings.LastIndexByte(t, '#'); i >= 0 {
+		t = t[i+1:]
+	}
+	o.Error(bytesOf(t))
+}
+
+// readConverseBody reads a whole Converse response.
+func (b *bedrock) readConverseBody(o *Observer, root gjson.Result) {
+	var tokens int64
+	root.Get("output.message.content").ForEach(func(_, block gjson.Result) bool {
+		block.ForEach(func(k, v gjson.Result) bool {
+			var text gjson.Result
+			switch k.Str {
+			case "text":
+				text = v
+			case "reasoningContent":
+				text = v.Get("reasoningText.text")
+			case "toolUse":
+				if in := v.Get("input"); in.IsObject() {
+					tokens += EstimateTokens(bytesOf(in.Raw))
+				}
+			}
+			if text.Type == gjson.String {
+				tokens += EstimateTokens(rawString(text))
+			}
+			return true
+		})
+		return true
+	})
+	if r := root.Get("stopReason"); r.Type == gjson.String {
+		o.FinishReason(0, bytesOf(r.Str))
+	}
+	b.readConverseMetadata(o, root)
+	if tokens > 0 {
+		o.Output(tokens, true)
+	}
+}
+
+// readAnthropicBody reads a whole Anthropic Message, as InvokeModel returns
+// it for Claude.
+func (b *bedrock) readAnthropicBody(o *Observer, root gjson.Result) {
+	var tokens int64
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			o.ResponseID(bytesOf(v.Str))
+		case "model":
+			o.Model(bytesOf(v.Str))
+		case "stop_reason":
+			if v.Type == gjson.String {
+				o.FinishReason(0, bytesOf(v.Str))
+			}
+		case "usage":
+			b.readUsage(o, v, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+		case "content":
+			v.ForEach(func(_, block gjson.Result) bool {
+				switch block.Get("type").Str {
+				case "text":
+					tokens += EstimateTokens(rawString(block.Get("text")))
+				case "thinking":
+					tokens += EstimateTokens(rawString(block.Get("thinking")))
+				case "tool_use":
+					tokens += EstimateTokens(bytesOf(block.Get("input").Raw))
+				}
+				return true
+			})
+		}
+		return true
+	})
+	if tokens > 0 {
+		o.Output(tokens, true)
+	}
+}
+
+// readLlamaBody reads a whole Llama response, whose counts are totals.
+func (b *bedrock) readLlamaBody(o *Observer, root gjson.Result) {
+	b.readUsage(o, root, "prompt_token_count", "generation_token_count", "", "")
+	if r := root.Get("stop_reason"); r.Type == gjson.String {
+		o.FinishReason(0, bytesOf(r.Str))
+	}
+	if g := root.Get("generation"); g.Type == gjson.String {
+		if n := EstimateTokens(rawString(g)); n > 0 {
+			o.Output(n, true)
+		}
+	}
+}

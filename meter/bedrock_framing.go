@@ -1,0 +1,62 @@
+package meter
+
+import (
+	"github.com/tokentap/tokentap/eventstream"
+	"github.com/tokentap/tokentap/sse"
+)
+
+// bedrockFramer adapts the event stream decoder to the Meter: each message
+// becomes an sse.Event whose Type is the :event-type (or a prefixed
+// exception type or error code) and whose Data is the payload.
+type bedrockFramer struct {
+	dec    eventstream.Decoder
+	emit   func(*sse.Event)
+	ev     sse.Event
+	typ    []byte
+	broken bool
+}
+
+func (f *bedrockFramer) init(maxEvent int, emit func(*sse.Event)) {
+	f.dec.Reset()
+	f.dec.MaxMessageSize = maxEvent
+	f.dec.OnMessage = f.onMessage
+	f.emit = emit
+	f.broken = false
+}
+
+// Write implements Framer. When the framing breaks, the dialect is told with
+// one event of type bedrockCorrupt: the Framer interface has no other way
+// to reach the Observer, and the measurement must say why it stopped.
+func (f *bedrockFramer) Write(p []byte) (int, error) {
+	n, _ := f.dec.Write(p)
+	if !f.broken && f.dec.Stats().Errors > 0 {
+		f.broken = true
+		f.ev = sse.Event{Type: []byte(bedrockCorrupt)}
+		f.emit(&f.ev)
+		f.ev = sse.Event{}
+	}
+	return n, nil
+}
+
+// Close implements Framer. A message cut short by the end of the stream is
+// dropped; the missing end-of-stream event makes the outcome truncated.
+func (f *bedrockFramer) Close() { f.dec.Close() }
+
+// Oversized implements Framer.
+func (f *bedrockFramer) Oversized() int64 { return f.dec.Stats().Oversized }
+
+func (f *bedrockFramer) onMessage(m *eventstream.Message) {
+	switch string(m.MessageType) {
+	case "exception":
+		f.typ = append(append(f.typ[:0], bedrockExceptionPrefix...), m.ExceptionType...)
+		f.ev.Type = f.typ
+	case "error":
+		f.typ = append(append(f.typ[:0], bedrockErrorPrefix...), m.ErrorCode...)
+		f.ev.Type = f.typ
+	default:
+		f.ev.Type = m.EventType
+	}
+	f.ev.Data = m.Payload
+	f.emit(&f.ev)
+	f.ev = sse.Event{}
+}

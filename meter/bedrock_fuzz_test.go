@@ -1,0 +1,110 @@
+package meter
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokentap/tokentap/eventstream"
+)
+
+// bedrockFrame frames payload as an event of the given type, checksums and
+// all, so the fuzzer's bytes reach the dialect instead of failing a CRC.
+func bedrockFrame(eventType string, payload []byte) []byte {
+	var h []byte
+	for _, kv := range [][2]string{{":event-type", eventType}, {":message-type", "event"}} {
+		h = append(h, byte(len(kv[0])))
+		h = append(h, kv[0]...)
+		h = append(h, 7)
+		h = binary.BigEndian.AppendUint16(h, uint16(len(kv[1])))
+		h = append(h, kv[1]...)
+	}
+	b := binary.BigEndian.AppendUint32(nil, uint32(16+len(h)+len(payload)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(h)))
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	b = append(append(b, h...), payload...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+// FuzzBedrock feeds arbitrary bytes to both Bedrock dialects: as an event
+// stream, as a body, and as the payload of well-formed messages of every
+// event type (for invoke, also base64-wrapped in a chunk). Whatever the
+// input, reading it must not panic, and cutting the stream at any point
+// must not change what is measured.
+func FuzzBedrock(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "bedrock", "*"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		invoke := filepath.Base(name)[:6] == "invoke"
+		f.Add(b, uint16(0), invoke)
+		// Every message boundary and its neighbours: the unit test already
+		// covers every split point without the fuzzer's overhead.
+		off := 0
+		for _, fr := range bedrockFrames(b) {
+			off += len(fr)
+			for _, c := range []int{off - 1, off, off + 1} {
+				if c >= 0 && c <= len(b) {
+					f.Add(b, uint16(c), invoke)
+				}
+			}
+		}
+		// Each message's payload alone, and for chunks its native JSON,
+		// to seed the payload paths below.
+		d := eventstream.Decoder{OnMessage: func(m *eventstream.Message) {
+			f.Add(append([]byte(nil), m.Payload...), uint16(len(m.Payload)/2), invoke)
+			if native, err := base64.StdEncoding.DecodeString(gjson.GetBytes(m.Payload, "bytes").Str); invoke && err == nil {
+				f.Add(native, uint16(0), true)
+			}
+		}}
+		d.Write(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16, invoke bool) {
+		path := bedrockConversePath
+		if invoke {
+			path = bedrockInvokePath
+		}
+		run := func(contentType string, stream []byte, c int) Measurement {
+			mt := New(DetectDialect(path).New(), Options{MaxEventSize: 4096}, t0)
+			mt.Request(path, data, false)
+			mt.Response(200, contentType, "")
+			mt.Write(stream[:c], t0.Add(step))
+			mt.Write(stream[c:], t0.Add(step))
+			return *mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
+		}
+		check := func(what string, stream []byte) {
+			c := int(cut) % (len(stream) + 1)
+			whole := run(bedrockMediaType, stream, len(stream))
+			split := run(bedrockMediaType, stream, c)
+			if !reflect.DeepEqual(whole, split) {
+				t.Fatalf("%s: cut at %d changed the measurement:\nwhole %+v\nsplit %+v", what, c, whole, split)
+			}
+			if whole.Usage.OutputTokens < -1 || whole.Chunks < 0 || whole.Degraded < 0 {
+				t.Fatalf("%s: impossible counts: %+v", what, whole)
+			}
+		}
+		check("stream", data)
+		run("application/json", data, int(cut)%(len(data)+1))
+		if len(data) > 4000 {
+			return
+		}
+		if invoke {
+			native := base64.StdEncoding.EncodeToString(data)
+			check("chunk", append(bedrockFrame("chunk", data), bedrockFrame("chunk", []byte(`{"bytes":"`+native+`"}`))...))
+			return
+		}
+		var s []byte
+		for _, typ := range []string{"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop", "metadata"} {
+			s = append(s, bedrockFrame(typ, data)...)
+		}
+		check("events", s)
+	})
+}

@@ -1,0 +1,532 @@
+package meter
+
+import (
+	"encoding/base64"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	aws "github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+)
+
+const (
+	bedrockConversePath = "/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse-stream"
+	bedrockInvokePath   = "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream"
+)
+
+// bedrockMeter is a Meter for path, its dialect found as the handler finds
+// it, with the response headers of a Bedrock stream.
+func bedrockMeter(t testing.TB, path string, opts Options) *Meter {
+	t.Helper()
+	info := DetectDialect(path)
+	if info.Provider != "aws.bedrock" {
+		t.Fatalf("%s detected as %s", path, info.Name)
+	}
+	mt := New(info.New(), opts, t0)
+	mt.Request(path, []byte(`{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`), false)
+	mt.Response(200, "application/vnd.amazon.eventstream", "")
+	return mt
+}
+
+// bedrockReplay feeds a fixture message by message, the i-th at at(i), and
+// finishes one step after the last.
+func bedrockReplay(t testing.TB, path, fixture string) *Measurement {
+	t.Helper()
+	mt := bedrockMeter(t, path, Options{})
+	frames := bedrockFrames(readBedrockFixture(t, fixture))
+	for i, f := range frames {
+		mt.Write(f, t0.Add(at(i)))
+	}
+	return mt.Finish(t0.Add(at(len(frames))), OutcomeUnknown, "")
+}
+
+func TestBedrockStreams(t *testing.T) {
+	tests := []struct {
+		name    string
+		path    string
+		fixture string
+		// firstToken, firstVisible, lastToken are message indexes, -1 for none.
+		firstToken, firstVisible, lastToken int
+		usage                               Usage
+		model, id                           string
+		finish                              []string
+		outcome                             Outcome
+		errorType                           string
+		timings                             []ServerTiming
+		chunks                              int64
+		degraded                            string
+	}{
+		{
+			name: "converse: messageStart and an empty delta are not tokens; padding p is never text; input includes cache", path: bedrockConversePath, fixture: "converse_text.bin",
+			firstToken: 2, firstVisible: 2, lastToken: 3,
+			usage:  Usage{20 + 1024 + 0, 8, 1024, 0, -1, UsageReported},
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"latency", 0.531}}, chunks: 7,
+		},
+		{
+			name: "converse: reasoning and tool input are output, not visible; signature, contentBlockStart and the empty tool input are nothing", path: bedrockConversePath, fixture: "converse_reasoning_tool.bin",
+			firstToken: 1, firstVisible: 4, lastToken: 8,
+			usage:  Usage{412, 96, -1, -1, -1, UsageReported},
+			finish: []string{"tool_use"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"latency", 2.21}}, chunks: 12,
+		},
+		{
+			name: "converse: throttlingException frame after 200 is the error type", path: bedrockConversePath, fixture: "converse_throttled.bin",
+			firstToken: 1, firstVisible: 1, lastToken: 1,
+			usage:   Usage{-1, 1, -1, -1, -1, UsageEstimated},
+			outcome: OutcomeUpstreamError, errorType: "throttlingException", chunks: 3,
+		},
+		{
+			name: "converse: unmodelled error frame gives its error code", path: bedrockConversePath, fixture: "converse_internal_failure.bin",
+			firstToken: -1, firstVisible: -1, lastToken: -1,
+			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
+			outcome: OutcomeUpstreamError, errorType: "InternalFailure", chunks: 2,
+		},
+		{
+			name: "converse: cut before messageStop is truncated with an estimate", path: bedrockConversePath, fixture: "converse_truncated.bin",
+			firstToken: 2, firstVisible: 2, lastToken: 3,
+			usage:   Usage{-1, 7, -1, -1, -1, UsageEstimated},
+			outcome: OutcomeTruncated, errorType: "truncated", chunks: 4,
+		},
+		{
+			name: "converse: messageStop without metadata is complete, without usage", path: bedrockConversePath, fixture: "converse_no_metadata.bin",
+			firstToken: 2, firstVisible: 2, lastToken: 3,
+			usage:  Usage{-1, 7, -1, -1, -1, UsageEstimated},
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 6,
+		},
+		{
+			name: "converse: bad checksum stops decoding, degraded and truncated", path: bedrockConversePath, fixture: "converse_corrupt.bin",
+			firstToken: -1, firstVisible: -1, lastToken: -1,
+			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
+			outcome: OutcomeTruncated, errorType: "truncated",
+			// Two messages, then the one event that says the framing broke.
+			chunks: 3, degraded: "eventstream_corrupt",
+		},
+		{
+			name: "invoke: Anthropic inside chunks, usage and latencies from invocation metrics", path: bedrockInvokePath, fixture: "invoke_anthropic.bin",
+			firstToken: 2, firstVisible: 2, lastToken: 3,
+			usage: Usage{10, 12, 0, 0, -1, UsageReported},
+			model: "claude-sonnet-4-5-20250929", id: "msg_bdrk_012GBPzpcoMCLP1b2pcJsSHk",
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.679}, {"first_byte_latency", 0.398}}, chunks: 7,
+		},
+		{
+			name: "invoke: thinking and tool input are not visible; ping, signature and empty partial_json are nothing; whitespace-padded JSON; cache read in input", path: bedrockInvokePath, fixture: "invoke_anthropic_thinking_tools.bin",
+			firstToken: 3, firstVisible: -1, lastToken: 8,
+			usage: Usage{5 + 2048 + 0, 140, 2048, 0, -1, UsageReported},
+			model: "claude-3-7-sonnet-20250219", id: "msg_bdrk_01Xq7rTz",
+			finish: []string{"tool_use"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 3.12}, {"first_byte_latency", 1.45}}, chunks: 12,
+		},
+		{
+			name: "invoke: Anthropic error event inside a chunk", path: bedrockInvokePath, fixture: "invoke_anthropic_overloaded.bin",
+			firstToken: 2, firstVisible: 2, lastToken: 2,
+			usage: Usage{31, 1, 0, 0, -1, UsageReported},
+			model: "claude-3-5-haiku-20241022", id: "msg_bdrk_01Ov",
+			outcome: OutcomeUpstreamError, errorType: "overloaded_error", chunks: 4,
+		},
+		{
+			name: "invoke: modelStreamErrorException frame", path: bedrockInvokePath, fixture: "invoke_stream_error.bin",
+			firstToken: -1, firstVisible: -1, lastToken: -1,
+			usage: Usage{12, -1, -1, -1, -1, UsageReported},
+			model: "claude-3-haiku-20240307", id: "msg_bdrk_01Se",
+			outcome: OutcomeUpstreamError, errorType: "modelStreamErrorException", chunks: 2,
+		},
+		{
+			name: `invoke: base64 with an escaped "\/" still decodes`, path: bedrockInvokePath, fixture: "invoke_escaped_slash.bin",
+			firstToken: 1, firstVisible: 1, lastToken: 1,
+			usage: Usage{7, 3, -1, -1, -1, UsageReported},
+			model: "claude-3-haiku-20240307", id: "msg_bdrk_01Sl",
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.201}, {"first_byte_latency", 0.15}}, chunks: 4,
+		},
+		{
+			name: "invoke: Llama generation text; its last chunk's metrics end the stream", path: "/model/meta.llama3-1-8b-instruct-v1:0/invoke-with-response-stream", fixture: "invoke_llama.bin",
+			firstToken: 1, firstVisible: 1, lastToken: 2,
+			usage:  Usage{18, 6, -1, -1, -1, UsageReported},
+			finish: []string{"stop"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.512}, {"first_byte_latency", 0.22}}, chunks: 4,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := bedrockReplay(t, tt.path, tt.fixture)
+			checkTime := func(what string, got time.Duration, idx int) {
+				t.Helper()
+				want := time.Duration(0)
+				if idx >= 0 {
+					want = at(idx)
+				}
+				if got != want {
+					t.Errorf("%s = %v, want %v (message %d)", what, got, want, idx)
+				}
+			}
+			checkTime("FirstToken", m.FirstToken, tt.firstToken)
+			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkTime("LastToken", m.LastToken, tt.lastToken)
+			checkTime("FirstChunk", m.FirstChunk, 0)
+			if m.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
+			}
+			if m.ResponseModel != tt.model || m.ResponseID != tt.id {
+				t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, tt.model, tt.id)
+			}
+			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
+				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
+			}
+			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
+				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
+			}
+			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
+				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
+			}
+			if m.Chunks != tt.chunks || !m.Streamed {
+				t.Errorf("Chunks = %d Streamed %v, want %d", m.Chunks, m.Streamed, tt.chunks)
+			}
+			if m.DegradedReason != tt.degraded {
+				t.Errorf("DegradedReason = %q (%d), want %q", m.DegradedReason, m.Degraded, tt.degraded)
+			}
+		})
+	}
+}
+
+func TestBedrockBodies(t *testing.T) {
+	tests := []struct {
+		name      string
+		path      string
+		fixture   string
+		status    int
+		usage     Usage
+		model, id string
+		finish    []string
+		outcome   Outcome
+		errorType string
+		timings   []ServerTiming
+	}{
+		{
+			name: "converse: usage with cache write, stop reason, latency", path: "/model/anthropic.claude-3-7-sonnet-20250219-v1:0/converse", fixture: "converse.json", status: 200,
+			usage:  Usage{15 + 0 + 256, 22, 0, 256, -1, UsageReported},
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted, timings: []ServerTiming{{"latency", 1.29}},
+		},
+		{
+			name: "converse: tool call", path: "/model/amazon.nova-pro-v1:0/converse", fixture: "converse_tool.json", status: 200,
+			usage:  Usage{380, 41, -1, -1, -1, UsageReported},
+			finish: []string{"tool_use"}, outcome: OutcomeCompleted, timings: []ServerTiming{{"latency", 0.845}},
+		},
+		{
+			name: "invoke: Anthropic message", path: "/model/anthropic.claude-3-5-sonnet-20240620-v1:0/invoke", fixture: "invoke_anthropic.json", status: 200,
+			usage: Usage{9, 9, 0, 0, -1, UsageReported}, model: "claude-3-5-sonnet-20240620", id: "msg_bdrk_01AbCdEfGhIjKlMn",
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted,
+		},
+		{
+			name: "invoke: Llama totals", path: "/model/meta.llama3-8b-instruct-v1:0/invoke", fixture: "invoke_llama.json", status: 200,
+			usage: Usage{11, 8, -1, -1, -1, UsageReported}, finish: []string{"stop"}, outcome: OutcomeCompleted,
+		},
+		{
+			name: "converse: 429 error body, no fake counts", path: bedrockConversePath, fixture: "error_429.json", status: 429,
+			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeUpstreamError, errorType: "429",
+		},
+		{
+			name: "invoke: 400 validation error body", path: bedrockInvokePath, fixture: "error_400.json", status: 400,
+			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeUpstreamError, errorType: "400",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := readBedrockFixture(t, tt.fixture)
+			mt := New(DetectDialect(tt.path).New(), Options{}, t0)
+			mt.Request(tt.path, nil, false)
+			mt.Response(tt.status, "application/json", "")
+			for i := 0; i < len(body); i += 64 {
+				mt.Write(body[i:min(i+64, len(body))], t0.Add(step))
+			}
+			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
+			if m.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
+			}
+			if m.ResponseModel != tt.model || m.ResponseID != tt.id {
+				t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, tt.model, tt.id)
+			}
+			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
+				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
+			}
+			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
+				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
+			}
+			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
+				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
+			}
+			if m.FirstToken != 0 || m.Streamed {
+				t.Errorf("a body has no token times: FirstToken %v Streamed %v", m.FirstToken, m.Streamed)
+			}
+			if tt.status == 200 && m.EstimatedOutputTokens <= 0 {
+				t.Errorf("no output estimated from the body")
+			}
+		})
+	}
+}
+
+func TestBedrockPaths(t *testing.T) {
+	tests := []struct {
+		name      string
+		path      string
+		dialect   string // "" for not Bedrock
+		operation string
+		model     string
+		stream    bool
+	}{
+		{"converse-stream with a model id", "/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse-stream", "bedrock_converse", "chat", "anthropic.claude-3-5-sonnet-20240620-v1:0", true},
+		{"converse with a cross-region inference profile", "/model/us.anthropic.claude-3-7-sonnet-20250219-v1:0/converse", "bedrock_converse", "chat", "us.anthropic.claude-3-7-sonnet-20250219-v1:0", false},
+		{"invoke stream with an unescaped ARN", "/model/arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0/invoke-with-response-stream", "bedrock_invoke", "chat", "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0", true},
+		{"escaped ARN is unescaped", "/model/arn%3Aaws%3Abedrock%3Aus-west-2%3A123456789012%3Aapplication-inference-profile%2Fa1b2c3d4/converse-stream", "bedrock_converse", "chat", "arn:aws:bedrock:us-west-2:123456789012:application-inference-profile/a1b2c3d4", true},
+		{"behind a route prefix, trailing slash", "/bedrock/model/meta.llama3-8b-instruct-v1:0/invoke/", "bedrock_invoke", "chat", "meta.llama3-8b-instruct-v1:0", false},
+		{"embedding model on invoke", "/model/amazon.titan-embed-text-v2:0/invoke", "bedrock_invoke", "embeddings", "amazon.titan-embed-text-v2:0", false},
+		{"no model id", "/model/converse", "", "", "", false},
+		{"unknown operation", "/model/x/apply-guardrail", "", "", "", false},
+		{"not Bedrock", "/v1/chat/completions", "", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info := DetectDialect(tt.path)
+			if tt.dialect == "" {
+				if info.Provider == "aws.bedrock" {
+					t.Fatalf("detected as %s", info.Name)
+				}
+				return
+			}
+			if info.Name != tt.dialect || info.Provider != "aws.bedrock" {
+				t.Fatalf("detected as %s (%s)", info.Name, info.Provider)
+			}
+			d := info.New()
+			if d.Name() != tt.dialect || d.Operation(tt.path) != tt.operation {
+				t.Errorf("Name %q Operation %q", d.Name(), d.Operation(tt.path))
+			}
+			var r Request
+			d.Request(&r, tt.path, nil)
+			if r.Model != tt.model || r.Stream != tt.stream || !r.HasStream {
+				t.Errorf("request = %+v", r)
+			}
+		})
+	}
+}
+
+func TestBedrockRequestParameters(t *testing.T) {
+	tests := []struct {
+		name string
+		path string
+		body string
+		want Request
+	}{
+		{"converse inferenceConfig", bedrockConversePath,
+			`{"messages":[],"inferenceConfig":{"maxTokens":512,"temperature":0.5,"topP":0.9}}`,
+			Request{MaxTokens: 512, HasMaxTokens: true, Temperature: 0.5, HasTemperature: true, TopP: 0.9, HasTopP: true}},
+		{"invoke Anthropic", bedrockInvokePath,
+			`{"anthropic_version":"bedrock-2023-05-31","max_tokens":1024,"temperature":0.7,"top_p":0.95,"messages":[]}`,
+			Request{MaxTokens: 1024, HasMaxTokens: true, Temperature: 0.7, HasTemperature: true, TopP: 0.95, HasTopP: true}},
+		{"invoke Llama", "/model/meta.llama3-8b-instruct-v1:0/invoke",
+			`{"prompt":"hi","max_gen_len":256,"temperature":0.2}`,
+			Request{MaxTokens: 256, HasMaxTokens: true, Temperature: 0.2, HasTemperature: true}},
+		{"invoke Titan", "/model/amazon.titan-text-express-v1/invoke",
+			`{"inputText":"hi","textGenerationConfig":{"maxTokenCount":300,"temperature":0,"topP":1}}`,
+			Request{MaxTokens: 300, HasMaxTokens: true, HasTemperature: true, TopP: 1, HasTopP: true}},
+		{"converse ignores native names", bedrockConversePath, `{"max_tokens":10}`, Request{}},
+		{"not JSON", bedrockConversePath, `max_tokens=10`, Request{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Request
+			DetectDialect(tt.path).New().Request(&r, tt.path, []byte(tt.body))
+			// The path's part is tested in TestBedrockPaths.
+			r.Model, r.Stream, r.HasStream = "", false, false
+			if r != tt.want {
+				t.Errorf("got %+v, want %+v", r, tt.want)
+			}
+		})
+	}
+}
+
+// bedrockPathFor picks the dialect a fixture is for by its name.
+func bedrockPathFor(fixture string) string {
+	if filepath.Base(fixture)[:6] == "invoke" {
+		return bedrockInvokePath
+	}
+	return bedrockConversePath
+}
+
+// TestBedrockSplitInvariance: however the bytes are cut into writes, the
+// measurement is the same. Every split point of every fixture, then random
+// multi-way splits.
+func TestBedrockSplitInvariance(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "bedrock", "*.bin"))
+	if len(files) == 0 {
+		t.Fatal("no fixtures")
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, f := range files {
+		body := readBedrockFixture(t, filepath.Base(f))
+		path := bedrockPathFor(f)
+		run := func(cuts []int) Measurement {
+			mt := bedrockMeter(t, path, Options{})
+			prev := 0
+			for _, c := range append(cuts, len(body)) {
+				mt.Write(body[prev:c], t0.Add(step))
+				prev = c
+			}
+			return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
+		}
+		whole := run(nil)
+		for c := 0; c <= len(body); c++ {
+			if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
+				t.Fatalf("%s: split at %d differs:\n got %+v\nwant %+v", f, c, got, whole)
+			}
+		}
+		for range 30 {
+			var cuts []int
+			for c := 0; c < len(body); c += 1 + rnd.IntN(80) {
+				cuts = append(cuts, c)
+			}
+			if got := run(cuts); !reflect.DeepEqual(got, whole) {
+				t.Fatalf("%s: random split differs:\n got %+v\nwant %+v", f, got, whole)
+			}
+		}
+	}
+}
+
+// bedrockStream encodes messages into a stream, for one-off cases.
+func bedrockStream(t testing.TB, msgs ...aws.Message) []byte {
+	t.Helper()
+	return bedrockFixture{msgs: msgs}.encode(t)
+}
+
+func TestBedrockDegradation(t *testing.T) {
+	tests := []struct {
+		name     string
+		path     string
+		stream   []byte
+		opts     Options
+		degraded int64
+		reason   string
+		tokens   int64 // OutputEvents
+	}{
+		{
+			name: "chunk without bytes", path: bedrockInvokePath,
+			stream: bedrockStream(t, bedrockEvent("chunk", `{"p":"abc"}`)), degraded: 1, reason: "chunk_without_bytes",
+		},
+		{
+			name: "chunk bytes not base64", path: bedrockInvokePath,
+			stream: bedrockStream(t, bedrockEvent("chunk", `{"bytes":"%%%not base64","p":"abc"}`)), degraded: 1, reason: "chunk_not_base64",
+		},
+		{
+			name: "chunk bytes not JSON", path: bedrockInvokePath,
+			stream: bedrockStream(t, bedrockEvent("chunk", `{"bytes":"`+base64.StdEncoding.EncodeToString([]byte("plain text"))+`"}`)), degraded: 1, reason: "chunk_not_json",
+		},
+		{
+			name: "unpadded base64 is still read", path: bedrockInvokePath,
+			stream: bedrockStream(t, bedrockEvent("chunk", `{"bytes":"`+base64.RawStdEncoding.EncodeToString([]byte(`{"type":"content_block_delta","delta":{"type":"text_delta","text":"ok"}}`))+`"}`)),
+			tokens: 1,
+		},
+		{
+			name: "payload not JSON", path: bedrockConversePath,
+			stream: bedrockStream(t, bedrockEvent("contentBlockDelta", `text`)), degraded: 1, reason: "event_not_json",
+		},
+		{
+			name: "unknown event types are chunks, not faults", path: bedrockConversePath,
+			stream: bedrockStream(t, bedrockEvent("somethingNew", `{"p":"a"}`), bedrockEvent("chunk", `{"bytes":""}`)),
+		},
+		{
+			name: "oversized message skipped, the next one read", path: bedrockConversePath, opts: Options{MaxEventSize: 300},
+			stream: bedrockStream(t,
+				bedrockEvent("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+string(make([]byte, 400))+`"}}`),
+				bedrockEvent("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"after"}}`)),
+			degraded: 1, reason: "event_over_cap", tokens: 1,
+		},
+		{
+			name: "an HTML page labelled as an event stream", path: bedrockConversePath,
+			stream: []byte("<html><body><h1>504 Gateway Time-out</h1></body></html>\n"), degraded: 1, reason: "eventstream_corrupt",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mt := bedrockMeter(t, tt.path, tt.opts)
+			mt.Write(tt.stream, t0.Add(step))
+			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
+			if m.Degraded != tt.degraded || m.DegradedReason != tt.reason || m.OutputEvents != tt.tokens {
+				t.Errorf("Degraded %d %q OutputEvents %d, want %d %q %d", m.Degraded, m.DegradedReason, m.OutputEvents, tt.degraded, tt.reason, tt.tokens)
+			}
+		})
+	}
+}
+
+// TestBedrockEventAllocations: once warm, reading a message allocates
+// nothing, for both dialects, the base64 decoding included.
+func TestBedrockEventAllocations(t *testing.T) {
+	tests := []struct {
+		name, path, fixture string
+		warm, event         int
+	}{
+		{"converse text delta", bedrockConversePath, "converse_text.bin", 3, 3},
+		{"converse tool input delta", bedrockConversePath, "converse_reasoning_tool.bin", 9, 8},
+		{"converse metadata", bedrockConversePath, "converse_text.bin", 7, 6},
+		{"invoke Anthropic text delta", bedrockInvokePath, "invoke_anthropic.bin", 4, 3},
+		{"invoke Anthropic message_stop with metrics", bedrockInvokePath, "invoke_anthropic.bin", 7, 6},
+		{"invoke Anthropic escaped partial_json", bedrockInvokePath, "invoke_anthropic_thinking_tools.bin", 9, 8},
+		{"invoke Llama generation", "/model/meta.llama3-1-8b-instruct-v1:0/invoke-with-response-stream", "invoke_llama.bin", 3, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			frames := bedrockFrames(readBedrockFixture(t, tt.fixture))
+			mt := bedrockMeter(t, tt.path, Options{})
+			for _, f := range frames[:tt.warm] {
+				mt.Write(f, t0.Add(step))
+			}
+			ev := frames[tt.event]
+			// Split too, so the decoder's buffer is exercised.
+			allocs := testing.AllocsPerRun(1000, func() {
+				mt.Write(ev[:20], t0.Add(step))
+				mt.Write(ev[20:], t0.Add(step))
+				mt.Write(ev, t0.Add(step))
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per event, want 0", allocs)
+			}
+		})
+	}
+}
+
+func TestBedrockMembers(t *testing.T) {
+	tests := []struct {
+		name string
+		obj  string
+		want []string // key=value pairs, raw
+	}{
+		{"flat", `{"a":1,"b":"x","c":true,"d":null}`, []string{`a=1`, `b="x"`, `c=true`, `d=null`}},
+		{"whitespace everywhere", " {\n \"a\" :\t1 ,\r\n\"b\": [1, 2] }  ", []string{`a=1`, `b=[1, 2]`}},
+		{"escapes kept, quotes and braces inside strings", `{"t":"a\"}{[\\","u":{"v":"}"}}`, []string{`t="a\"}{[\\"`, `u={"v":"}"}`}},
+		{"nested", `{"delta":{"toolUse":{"input":"{\"k\": [1]}"}},"p":"abc"}`, []string{`delta={"toolUse":{"input":"{\"k\": [1]}"}}`, `p="abc"`}},
+		{"empty object", `{}`, nil},
+		{"not an object", `["a"]`, nil},
+		{"unterminated string stops", `{"a":1,"b":"oops`, []string{`a=1`}},
+		{"unterminated outer object: complete members are read", `{"a":{"b":1}`, []string{`a={"b":1}`}},
+		{"unterminated inner object stops", `{"a":{"b":1,"c":2`, nil},
+		{"missing colon stops", `{"a" 1}`, nil},
+		{"missing value stops", `{"a":}`, nil},
+		{"empty", ``, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			bedrockMembers(tt.obj, func(k, v string) bool {
+				got = append(got, k+"="+v)
+				return true
+			})
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if got := bedrockMember(`{"a":1,"b":{"c":2}}`, "b"); got != `{"c":2}` {
+		t.Errorf("bedrockMember = %q", got)
+	}
+}

@@ -1,0 +1,293 @@
+package meter
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func cohereFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "cohere", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// cohereReplay feeds a v2 chat stream event by event, the i-th at at(i),
+// and finishes it one step after the last.
+func cohereReplay(t testing.TB, fixture string) *Measurement {
+	t.Helper()
+	mt := New(cohereChat{}, Options{}, t0)
+	mt.Request("/v2/chat", []byte(`{"model":"command-a-03-2025","stream":true,"messages":[{"role":"user","content":"hi"}]}`), false)
+	mt.Response(200, "text/event-stream", "")
+	evs := events(cohereFixture(t, fixture))
+	for i, ev := range evs {
+		mt.Write(ev, t0.Add(at(i)))
+	}
+	return mt.Finish(t0.Add(at(len(evs))), OutcomeUnknown, "")
+}
+
+func TestCohereStreams(t *testing.T) {
+	tests := []struct {
+		name    string
+		fixture string
+		// firstToken, firstVisible, lastToken are event indexes, -1 for none.
+		firstToken, firstVisible, lastToken int
+		usage                               Usage
+		id                                  string
+		finish                              []string
+		outcome                             Outcome
+		errorType                           string
+		chunks                              int64
+	}{
+		{
+			name: "text: usage.tokens, not billed_units; message-start and content-start are not tokens", fixture: "text.sse",
+			firstToken: 2, firstVisible: 2, lastToken: 12,
+			usage: Usage{71, 11, 0, -1, -1, UsageReported}, id: "a8fc192e-4bb8-4e15-ae1f-a174e8b02ae8",
+			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted, chunks: 15,
+		},
+		{
+			name: "thinking content is output before the visible text; cached_tokens is cache read inside input", fixture: "reasoning.sse",
+			firstToken: 2, firstVisible: 16, lastToken: 24,
+			usage: Usage{1394, 54, 1360, -1, -1, UsageReported}, id: "c9117d7f-a7e4-499f-b643-a2a1e139687b",
+			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted, chunks: 27,
+		},
+		{
+			name: "tool plan and tool-call arguments are output, not visible; empty start arguments are not", fixture: "tool_call.sse",
+			firstToken: 1, firstVisible: -1, lastToken: 15,
+			usage: Usage{1549, 95, 1504, -1, -1, UsageReported}, id: "2941521a-b87a-45f6-9b0d-235fd66c3025",
+			finish: []string{"TOOL_CALL"}, outcome: OutcomeCompleted, chunks: 18,
+		},
+		{
+			name: "trailing data: [DONE] after message-end is neither an event error nor a fault", fixture: "done_trailer.sse",
+			firstToken: 2, firstVisible: 2, lastToken: 3,
+			usage: Usage{500, 5, 448, -1, -1, UsageReported}, id: "88492c0b-8227-4256-9b88-1ac956f43de5",
+			finish: []string{"MAX_TOKENS"}, outcome: OutcomeCompleted, chunks: 7,
+		},
+		{
+			name: "citation events are not tokens", fixture: "citations.sse",
+			firstToken: 2, firstVisible: 2, lastToken: 8,
+			usage: Usage{1043, 7, -1, -1, -1, UsageReported}, id: "5e3f1b52-6a0f-4b4e-9d9a-0c7f3b2a1d11",
+			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted, chunks: 13,
+		},
+		{
+			name: "finish_reason ERROR with an error message is an upstream error typed ERROR", fixture: "error_end.sse",
+			firstToken: 2, firstVisible: 2, lastToken: 3,
+			usage: Usage{412, 2, -1, -1, -1, UsageReported}, id: "0f3b7c2e-1d4a-4e8b-9a61-5c2d7e8f9a10",
+			finish: []string{"ERROR"}, outcome: OutcomeUpstreamError, errorType: "ERROR", chunks: 5,
+		},
+		{
+			name: "error key before finish_reason still types the error ERROR", fixture: "error_key_order.sse",
+			firstToken: -1, firstVisible: -1, lastToken: -1,
+			usage: Usage{200, 0, -1, -1, -1, UsageReported}, id: "1a2b3c4d-0000-4000-8000-000000000001",
+			finish: []string{"ERROR"}, outcome: OutcomeUpstreamError, errorType: "ERROR", chunks: 2,
+		},
+		{
+			name: "stream cut before message-end is truncated with estimated output", fixture: "truncated.sse",
+			firstToken: 2, firstVisible: 2, lastToken: 4,
+			usage: Usage{-1, 3, -1, -1, -1, UsageEstimated}, id: "7d1e0a44-9c3b-4f0e-8b2a-6e5f4d3c2b1a",
+			outcome: OutcomeTruncated, errorType: "truncated", chunks: 5,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := cohereReplay(t, tt.fixture)
+			checkTime := func(what string, got time.Duration, idx int) {
+				t.Helper()
+				want := time.Duration(0)
+				if idx >= 0 {
+					want = at(idx)
+				}
+				if got != want {
+					t.Errorf("%s = %v, want %v (event %d)", what, got, want, idx)
+				}
+			}
+			checkTime("FirstToken", m.FirstToken, tt.firstToken)
+			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkTime("LastToken", m.LastToken, tt.lastToken)
+			checkTime("FirstChunk", m.FirstChunk, 0)
+			if m.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
+			}
+			// Cohere's responses never name the model; the request's
+			// model is all there is.
+			if m.ResponseModel != "" || m.ResponseID != tt.id {
+				t.Errorf("model, id = %q, %q; want \"\", %q", m.ResponseModel, m.ResponseID, tt.id)
+			}
+			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
+				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
+			}
+			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
+				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
+			}
+			if m.Chunks != tt.chunks || !m.Streamed || m.Degraded != 0 || m.ServerTimings != nil {
+				t.Errorf("Chunks %d Streamed %v Degraded %d ServerTimings %v, want %d true 0 none", m.Chunks, m.Streamed, m.Degraded, m.ServerTimings, tt.chunks)
+			}
+			if m.Operation != "chat" || m.Request.Model != "command-a-03-2025" || !m.Request.Stream {
+				t.Errorf("Operation %q Request %+v", m.Operation, m.Request)
+			}
+		})
+	}
+}
+
+func TestCohereBodies(t *testing.T) {
+	tests := []struct {
+		name      string
+		fixture   string
+		status    int
+		usage     Usage
+		id        string
+		finish    []string
+		outcome   Outcome
+		errorType string
+	}{
+		{
+			name: "non-streamed response: usage.tokens and cached_tokens", fixture: "chat.json", status: 200,
+			usage: Usage{507, 10, 448, -1, -1, UsageReported}, id: "e7592632-1e3d-424f-b129-bd5f9f980f7b",
+			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted,
+		},
+		{
+			name: "429 trial-key limit: status is the error type, no fake counts", fixture: "error_429.json", status: 429,
+			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, id: "5c9f1d0e-3b2a-4c6d-8e7f-9a0b1c2d3e4f",
+			outcome: OutcomeUpstreamError, errorType: "429",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := cohereFixture(t, tt.fixture)
+			mt := New(cohereChat{}, Options{}, t0)
+			mt.Request("/v2/chat", []byte(`{"model":"command-r-plus-08-2024","stream":false,"max_tokens":100,"temperature":0.3,"p":0.75,"k":0}`), false)
+			mt.Response(tt.status, "application/json", "")
+			for i := 0; i < len(body); i += 100 {
+				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
+			}
+			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
+			if m.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
+			}
+			if m.ResponseID != tt.id {
+				t.Errorf("id = %q, want %q", m.ResponseID, tt.id)
+			}
+			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
+				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
+			}
+			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
+				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
+			}
+			if m.FirstToken != 0 || m.Streamed {
+				t.Errorf("a non-streamed body has no token times: FirstToken %v Streamed %v", m.FirstToken, m.Streamed)
+			}
+			want := Request{Model: "command-r-plus-08-2024", HasStream: true, MaxTokens: 100, HasMaxTokens: true, Temperature: 0.3, HasTemperature: true, TopP: 0.75, HasTopP: true}
+			if m.Request != want {
+				t.Errorf("request = %+v, want %+v", m.Request, want)
+			}
+		})
+	}
+}
+
+func TestCohereRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want Request
+	}{
+		{"p is Cohere's top_p; top_p is not", `{"model":"command-a-03-2025","stream":true,"p":0.9,"top_p":0.1}`,
+			Request{Model: "command-a-03-2025", Stream: true, HasStream: true, TopP: 0.9, HasTopP: true}},
+		{"stream absent is unknown (Cohere defaults to false)", `{"model":"m","max_tokens":5}`,
+			Request{Model: "m", MaxTokens: 5, HasMaxTokens: true}},
+		{"wrong types are ignored", `{"model":1,"stream":"yes","p":"high"}`, Request{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Request
+			cohereChat{}.Request(&r, "/v2/chat", []byte(tt.body))
+			if r != tt.want {
+				t.Errorf("got %+v, want %+v", r, tt.want)
+			}
+		})
+	}
+}
+
+// TestCohereEventTypeFallback: an event whose JSON lacks its type is read
+// by its SSE event name.
+func TestCohereEventTypeFallback(t *testing.T) {
+	mt := New(cohereChat{}, Options{}, t0)
+	mt.Response(200, "text/event-stream", "")
+	mt.Write([]byte("event: content-delta\ndata: {\"index\":0,\"delta\":{\"message\":{\"content\":{\"text\":\"Hi\"}}}}\n\n"), t0.Add(step))
+	mt.Write([]byte("event: message-end\ndata: {\"delta\":{\"finish_reason\":\"COMPLETE\"}}\n\n"), t0.Add(2*step))
+	m := mt.Finish(t0.Add(3*step), OutcomeUnknown, "")
+	if m.FirstVisibleToken != step || m.Outcome != OutcomeCompleted || m.Usage.OutputTokens != 1 || m.Usage.Source != UsageEstimated {
+		t.Errorf("got FirstVisibleToken %v outcome %v usage %+v", m.FirstVisibleToken, m.Outcome, m.Usage)
+	}
+}
+
+// TestCohereSplitInvariance: every split point of every fixture, then random
+// multi-way splits, give the same measurement.
+func TestCohereSplitInvariance(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "cohere", "*"))
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, f := range files {
+		body, _ := os.ReadFile(f)
+		ct := "text/event-stream"
+		if filepath.Ext(f) == ".json" {
+			ct = "application/json"
+		}
+		run := func(cuts []int) Measurement {
+			mt := New(cohereChat{}, Options{}, t0)
+			mt.Response(200, ct, "")
+			prev := 0
+			for _, c := range append(cuts, len(body)) {
+				mt.Write(body[prev:c], t0.Add(step))
+				prev = c
+			}
+			return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
+		}
+		whole := run(nil)
+		for c := 0; c <= len(body); c++ {
+			if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
+				t.Fatalf("%s: split at %d differs:\n got %+v\nwant %+v", f, c, got, whole)
+			}
+		}
+		for i := 0; i < 20; i++ {
+			var cuts []int
+			for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
+				cuts = append(cuts, c)
+			}
+			if got := run(cuts); !reflect.DeepEqual(got, whole) {
+				t.Fatalf("%s: split measurement differs:\n got %+v\nwant %+v", f, got, whole)
+			}
+		}
+	}
+}
+
+// TestCohereEventAllocations: once warm, reading an event allocates nothing.
+func TestCohereEventAllocations(t *testing.T) {
+	evs := events(cohereFixture(t, "reasoning.sse"))
+	for _, tt := range []struct {
+		name string
+		ev   []byte
+	}{
+		{"text delta", evs[17]},
+		{"thinking delta", evs[3]},
+		{"message-end", evs[len(evs)-1]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mt := New(cohereChat{}, Options{}, t0)
+			mt.Response(200, "text/event-stream", "")
+			for _, ev := range evs {
+				mt.Write(ev, t0.Add(step))
+			}
+			allocs := testing.AllocsPerRun(1000, func() {
+				mt.Write(tt.ev, t0.Add(step))
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per event, want 0", allocs)
+			}
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package meter
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokentap/tokentap/sse"
+)
+
+// ollamaInfo registers Ollama's native API (/api/chat, /api/generate). It
+// streams NDJSON, one object per line, which the Meter frames by its media
+// type; with stream:false the same object arrives as one JSON body. Ollama's
+// OpenAI-compatible /v1 endpoints are read by openai_chat instead.
+var ollamaInfo = DialectInfo{
+	Name:     "ollama",
+	New:      func() Dialect { return ollama{} },
+	Provider: "ollama",
+	Matches: func(path string) bool {
+		return hasPathSuffix(path, "/api/chat") || hasPathSuffix(path, "/api/generate")
+	},
+}
+
+func init() { RegisterDialect(ollamaInfo) }
+
+// ollama is stateless: every line is a complete object, and the counts and
+// durations arrive together on the last one.
+type ollama struct{}
+
+func (ollama) Name() string { return ollamaInfo.Name }
+
+func (ollama) Operation(path string) string {
+	if hasPathSuffix(path, "/api/generate") {
+		return "text_completion"
+	}
+	return "chat"
+}
+
+// Request reads Ollama's parameters, which live under options rather than at
+// the top level as in OpenAI's API.
+func (ollama) Request(r *Request, _ string, body []byte) {
+	if v := gjson.GetBytes(body, "model"); v.Type == gjson.String {
+		r.Model = v.Str
+	}
+	// Ollama streams unless told not to, so an absent stream field is a
+	// known true, not an unknown.
+	r.Stream, r.HasStream = true, true
+	if v := gjson.GetBytes(body, "stream"); v.IsBool() {
+		r.Stream = v.Bool()
+	}
+	opts := gjson.GetBytes(body, "options")
+	if !opts.IsObject() {
+		return
+	}
+	// num_predict -1 (no limit) and -2 (fill the context) are not limits
+	// a dashboard can compare with a token count.
+	if v := opts.Get("num_predict"); v.Type == gjson.Number && v.Int() >= 0 {
+		r.MaxTokens, r.HasMaxTokens = v.Int(), true
+	}
+	if v := opts.Get("temperature"); v.Type == gjson.Number {
+		r.Temperature, r.HasTemperature = v.Float(), true
+	}
+	if v := opts.Get("top_p"); v.Type == gjson.Number {
+		r.TopP, r.HasTopP = v.Float(), true
+	}
+}
+
+func (ollama) Event(o *Observer, ev *sse.Event) {
+	readOllamaLine(o, ev.Data)
+}
+
+// Body reads a stream:false response. It reads line by line because a
+// streamed reply that a proxy in between relabelled application/json is
+// still NDJSON, and reading only its first object would lose the counts.
+func (ollama) Body(o *Observer, body []byte) {
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			readOllamaLine(o, line)
+		}
+	}
+}
+
+// ollamaDurations are the final object's nanosecond timings and the
+// server-timing names they are reported under.
+var ollamaDurations = [...]struct{ key, name string }{
+	{"total_duration", "total"},
+	{"load_duration", "load"},
+	{"prompt_eval_duration", "prompt_eval"},
+	{"eval_duration", "eval"},
+}
+
+// readOllamaLine reads one /api/chat or /api/generate object in one pass
+// over its top-level keys.
+func readOllamaLine(o *Observer, line []byte) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' {
+		o.Degrade("event_not_json")
+		return
+	}
+	var (
+		tokens          int64
+		output, visible bool
+		done            bool
+		reason          gjson.Result
+		in, out         = int64(-1), int64(-1)
+		durations       [len(ollamaDurations)]gjson.Result
+	)
+	gjson.Parse(view(line)).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			if v.Type == gjson.String {
+				o.Model(bytesOf(v.Str))
+			}
+		case "message":
+			n, out, vis := readOllamaMessage(v)
+			tokens, output, visible = tokens+n, output || out, visible || vis
+		case "response":
+			if n := ollamaTextTokens(v); n > 0 {
+				tokens, output, visible = tokens+n, true, true
+			}
+		case "thinking":
+			// /api/generate puts a thinking model's reasoning at the top
+			// level; it is output, not answer text.
+			if n := ollamaTextTokens(v); n > 0 {
+				tokens, output = tokens+n, true
+			}
+		case "done":
+			done = v.Type == gjson.True
+		case "done_reason":
+			reason = v
+		case "prompt_eval_count":
+			if v.Type == gjson.Number {
+				in = v.Int()
+			}
+		case "eval_count":
+			if v.Type == gjson.Number {
+				out = v.Int()
+			}
+		case "error":
+			// The message is free text ("model requires more system
+			// memory ..."), too varied to be an error type.
+			if v.Type == gjson.String || v.IsObject() {
+				o.Error(errorType(v))
+			}
+		default:
+			for i := range ollamaDurations {
+				if k.Str == ollamaDurations[i].key {
+					durations[i] = v
+				}
+			}
+		}
+		return true
+	})
+	if output {
+		o.Output(tokens, visible)
+	}
+	if !done {
+		return
+	}
+	o.Done()
+	if reason.Type == gjson.String {
+		o.FinishReason(0, bytesOf(reason.Str))
+	}
+	// A load or unload reply has no counts at all; a fully cached prompt
+	// can omit prompt_eval_count, which then stays unknown rather than 0.
+	if in >= 0 || out >= 0 {
+		o.Usage(Usage{InputTokens: in, OutputTokens: out, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1})
+	}
+	for i, d := range durations {
+		if d.Type == gjson.Number {
+			o.ServerTiming(ollamaDurations[i].name, float64(d.Int())/1e9)
+		}
+	}
+}
+
+// readOllamaMessage reads /api/chat's message: content is answer text,
+// thinking is reasoning, and tool calls arrive whole, arguments already an
+// object, so the call itself is the generated output.
+func readOllamaMessage(m gjson.Result) (tokens int64, output, visible bool) {
+	m.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "content":
+			if n := ollamaTextTokens(v); n > 0 {
+				tokens, output, visible = tokens+n, true, true
+			}
+		case "thinking":
+			if n := ollamaTextTokens(v); n > 0 {
+				tokens, output = tokens+n, true
+			}
+		case "tool_calls":
+			v.ForEach(func(_, call gjson.Result) bool {
+				if f := call.Get("function"); f.IsObject() {
+					tokens += EstimateTokens(bytesOf(f.Raw))
+					output = true
+				}
+				return true
+			})
+		}
+		return true
+	})
+	return tokens, output, visible
+}
+
+// ollamaTextTokens estimates a JSON string's tokens; anything else, and the
+// empty string that Ollama sends in every non-text object, is none.
+func ollamaTextTokens(v gjson.Result) int64 {
+	if v.Type != gjson.String || v.Raw == `""` {
+		return 0
+	}
+	return max(EstimateTokens(rawString(v)), 1)
+}

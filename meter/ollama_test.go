@@ -1,0 +1,360 @@
+package meter
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func ollamaFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "ollama", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// ollamaLines cuts an NDJSON fixture into its lines, each with its newline,
+// so a replay can give each object its own arrival time.
+func ollamaLines(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			out = append(out, b)
+			break
+		}
+		out = append(out, b[:i+1])
+		b = b[i+1:]
+	}
+	return out
+}
+
+// ollamaReplay feeds an NDJSON stream line by line, the i-th at at(i), and
+// finishes it one step after the last.
+func ollamaReplay(t testing.TB, fixture, path string) *Measurement {
+	t.Helper()
+	mt := New(ollama{}, Options{}, t0)
+	mt.Request(path, []byte(`{"model":"llama3.2","messages":[{"role":"user","content":"Why is the sky blue?"}]}`), false)
+	mt.Response(200, "application/x-ndjson", "")
+	lines := ollamaLines(ollamaFixture(t, fixture))
+	for i, l := range lines {
+		mt.Write(l, t0.Add(at(i)))
+	}
+	return mt.Finish(t0.Add(at(len(lines))), OutcomeUnknown, "")
+}
+
+func TestOllamaStreams(t *testing.T) {
+	tests := []struct {
+		name    string
+		fixture string
+		path    string
+		// firstToken, firstVisible, lastToken are line indexes, -1 for none.
+		firstToken, firstVisible, lastToken int
+		usage                               Usage
+		model                               string
+		finish                              []string
+		outcome                             Outcome
+		errorType                           string
+		timings                             []ServerTiming
+		chunks                              int64
+	}{
+		{
+			name: "chat: content is visible, the done object carries counts and nanosecond durations", fixture: "chat.ndjson", path: "/api/chat",
+			firstToken: 0, firstVisible: 0, lastToken: 8,
+			usage: Usage{26, 10, -1, -1, -1, UsageReported}, model: "llama3.2",
+			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 10,
+			timings: []ServerTiming{{"total", 1.23456789}, {"load", 0.023456789}, {"prompt_eval", 0.130079}, {"eval", 0.098765432}},
+		},
+		{
+			name: "generate: response is visible, context array and no done_reason", fixture: "generate.ndjson", path: "/api/generate",
+			firstToken: 0, firstVisible: 0, lastToken: 7,
+			usage: Usage{23, 9, -1, -1, -1, UsageReported}, model: "dolphin-mixtral:latest",
+			outcome: OutcomeCompleted, chunks: 9,
+			timings: []ServerTiming{{"total", 0.376468647}, {"load", 0.000758387}, {"prompt_eval", 0.226302}, {"eval", 0.147877}},
+		},
+		{
+			name: "chat: message.thinking is output before the visible answer", fixture: "chat_thinking.ndjson", path: "/api/chat",
+			firstToken: 0, firstVisible: 6, lastToken: 10,
+			usage: Usage{14, 12, -1, -1, -1, UsageReported}, model: "qwen3:8b",
+			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 12,
+			timings: []ServerTiming{{"total", 2.814563312}, {"load", 2.10176425}, {"prompt_eval", 0.412349}, {"eval", 0.19830475}},
+		},
+		{
+			name: "chat: whole tool_calls object is output, not visible", fixture: "chat_tool_calls.ndjson", path: "/api/chat",
+			firstToken: 0, firstVisible: -1, lastToken: 2,
+			usage: Usage{212, 38, -1, -1, -1, UsageReported}, model: "qwen3.5:35b",
+			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 4,
+			timings: []ServerTiming{{"total", 0.912345678}, {"load", 0.051234567}, {"prompt_eval", 0.120456789}, {"eval", 0.702345678}},
+		},
+		{
+			name: "generate: top-level thinking is output, not visible", fixture: "generate_thinking.ndjson", path: "/api/generate",
+			firstToken: 0, firstVisible: 2, lastToken: 3,
+			usage: Usage{9, 4, -1, -1, -1, UsageReported}, model: "deepseek-r1:1.5b",
+			finish: []string{"length"}, outcome: OutcomeCompleted, chunks: 5,
+			timings: []ServerTiming{{"total", 0.098765432}, {"load", 0.001234567}, {"prompt_eval", 0.012345678}, {"eval", 0.071234567}},
+		},
+		{
+			name: "load reply: done with reason load, no tokens and no counts", fixture: "load.ndjson", path: "/api/generate",
+			firstToken: -1, firstVisible: -1, lastToken: -1,
+			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, model: "qwen3:30b",
+			finish: []string{"load"}, outcome: OutcomeCompleted, chunks: 1,
+		},
+		{
+			name: "fully cached prompt omits prompt_eval_count: input unknown, not 0", fixture: "cached_prompt.ndjson", path: "/api/generate",
+			firstToken: 0, firstVisible: 0, lastToken: 2,
+			usage: Usage{-1, 4, -1, -1, -1, UsageReported}, model: "llama2",
+			outcome: OutcomeCompleted, chunks: 4,
+			timings: []ServerTiming{{"total", 0.058113208}, {"load", 0.000612541}, {"eval", 0.050159}},
+		},
+		{
+			name: "error line after 200 is an upstream error with partial counts", fixture: "error_midstream.ndjson", path: "/api/chat",
+			firstToken: 0, firstVisible: 0, lastToken: 2,
+			usage: Usage{-1, 3, -1, -1, -1, UsageEstimated}, model: "gemma3:27b",
+			outcome: OutcomeUpstreamError, errorType: "_OTHER", chunks: 4,
+		},
+		{
+			name: "stream cut mid-line without done is truncated, the partial line is no token", fixture: "truncated.ndjson", path: "/api/chat",
+			firstToken: 0, firstVisible: 0, lastToken: 2,
+			usage: Usage{-1, 3, -1, -1, -1, UsageEstimated}, model: "llama3.2",
+			outcome: OutcomeTruncated, errorType: "truncated", chunks: 4,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := ollamaReplay(t, tt.fixture, tt.path)
+			checkTime := func(what string, got time.Duration, idx int) {
+				t.Helper()
+				want := time.Duration(0)
+				if idx >= 0 {
+					want = at(idx)
+				}
+				if got != want {
+					t.Errorf("%s = %v, want %v (line %d)", what, got, want, idx)
+				}
+			}
+			checkTime("FirstToken", m.FirstToken, tt.firstToken)
+			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkTime("LastToken", m.LastToken, tt.lastToken)
+			checkTime("FirstChunk", m.FirstChunk, 0)
+			if m.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
+			}
+			if m.ResponseModel != tt.model || m.ResponseID != "" {
+				t.Errorf("model, id = %q, %q; want %q, \"\"", m.ResponseModel, m.ResponseID, tt.model)
+			}
+			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
+				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
+			}
+			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
+				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
+			}
+			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
+				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
+			}
+			if m.Chunks != tt.chunks || !m.Streamed || m.Degraded != 0 {
+				t.Errorf("Chunks %d Streamed %v Degraded %d, want %d true 0", m.Chunks, m.Streamed, m.Degraded, tt.chunks)
+			}
+			if want := map[string]string{"/api/chat": "chat", "/api/generate": "text_completion"}[tt.path]; m.Operation != want {
+				t.Errorf("Operation = %q, want %q", m.Operation, want)
+			}
+		})
+	}
+}
+
+func TestOllamaBodies(t *testing.T) {
+	tests := []struct {
+		name        string
+		fixture     string
+		status      int
+		contentType string
+		usage       Usage
+		model       string
+		finish      []string
+		outcome     Outcome
+		errorType   string
+		timings     []ServerTiming
+	}{
+		{
+			name: "stream:false body has the same fields as the last line", fixture: "chat_nonstream.json",
+			status: 200, contentType: "application/json; charset=utf-8",
+			usage: Usage{26, 10, -1, -1, -1, UsageReported}, model: "llama3.2",
+			finish: []string{"stop"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"total", 1.23456789}, {"load", 0.023456789}, {"prompt_eval", 0.130079}, {"eval", 0.098765432}},
+		},
+		{
+			name: "NDJSON stream labelled application/json is read line by line", fixture: "chat.ndjson",
+			status: 200, contentType: "application/json",
+			usage: Usage{26, 10, -1, -1, -1, UsageReported}, model: "llama3.2",
+			finish: []string{"stop"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"total", 1.23456789}, {"load", 0.023456789}, {"prompt_eval", 0.130079}, {"eval", 0.098765432}},
+		},
+		{
+			name: "404 unknown model: status is the error type, no fake counts", fixture: "error_404.json",
+			status: 404, contentType: "application/json; charset=utf-8",
+			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
+			outcome: OutcomeUpstreamError, errorType: "404",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := ollamaFixture(t, tt.fixture)
+			mt := New(ollama{}, Options{}, t0)
+			mt.Request("/api/chat", []byte(`{"model":"llama3.2","stream":false,"options":{"num_predict":128,"temperature":0.2,"top_p":0.9}}`), false)
+			mt.Response(tt.status, tt.contentType, "")
+			for i := 0; i < len(body); i += 100 {
+				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
+			}
+			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
+			if m.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
+			}
+			if m.ResponseModel != tt.model {
+				t.Errorf("model = %q, want %q", m.ResponseModel, tt.model)
+			}
+			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
+				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
+			}
+			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
+				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
+			}
+			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
+				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
+			}
+			if m.FirstToken != 0 || m.Streamed {
+				t.Errorf("a non-streamed body has no token times: FirstToken %v Streamed %v", m.FirstToken, m.Streamed)
+			}
+			want := Request{Model: "llama3.2", HasStream: true, MaxTokens: 128, HasMaxTokens: true, Temperature: 0.2, HasTemperature: true, TopP: 0.9, HasTopP: true}
+			if m.Request != want {
+				t.Errorf("request = %+v, want %+v", m.Request, want)
+			}
+		})
+	}
+}
+
+func TestOllamaRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want Request
+	}{
+		{"stream absent means Ollama's default, true", `{"model":"llama3.2","messages":[]}`,
+			Request{Model: "llama3.2", Stream: true, HasStream: true}},
+		{"options hold the sampling parameters", `{"model":"m","stream":true,"options":{"num_predict":64,"temperature":0,"top_p":1}}`,
+			Request{Model: "m", Stream: true, HasStream: true, MaxTokens: 64, HasMaxTokens: true, HasTemperature: true, TopP: 1, HasTopP: true}},
+		{"num_predict -1 means no limit", `{"model":"m","options":{"num_predict":-1}}`,
+			Request{Model: "m", Stream: true, HasStream: true}},
+		{"top-level max_tokens is not Ollama's", `{"model":"m","max_tokens":10,"temperature":0.5}`,
+			Request{Model: "m", Stream: true, HasStream: true}},
+		{"not JSON", `model=m`, Request{Stream: true, HasStream: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Request
+			ollama{}.Request(&r, "/api/chat", []byte(tt.body))
+			if r != tt.want {
+				t.Errorf("got %+v, want %+v", r, tt.want)
+			}
+		})
+	}
+}
+
+// TestOllamaDetection checks the paths of the three native dialects in this
+// change and their near misses; "" means none of them (other dialects may
+// claim the path).
+func TestOllamaDetection(t *testing.T) {
+	mine := map[string]bool{"ollama": true, "cohere_chat": true, "tgi": true}
+	for path, want := range map[string]string{
+		"/api/chat":             "ollama",
+		"/api/generate":         "ollama",
+		"/ollama/api/generate/": "ollama",
+		"/v2/chat":              "cohere_chat",
+		"/cohere/v2/chat/":      "cohere_chat",
+		"/generate_stream":      "tgi",
+		"/generate":             "tgi",
+		"/tgi/generate":         "tgi",
+		"/v1/chat/completions":  "",
+		"/api/chat/completions": "",
+		"/api/generateX":        "",
+		"/api/embed":            "",
+		"/v2/chatty":            "",
+		"/v1/generate":          "",
+		"/x/regenerate":         "",
+	} {
+		got := DetectDialect(path).Name
+		if want == "" && mine[got] || want != "" && got != want {
+			t.Errorf("DetectDialect(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// TestOllamaSplitInvariance: however the bytes are cut into writes, the
+// measurement is the same. Every split point of every fixture, as a stream
+// and as a body, then random multi-way splits.
+func TestOllamaSplitInvariance(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "ollama", "*"))
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, f := range files {
+		body, _ := os.ReadFile(f)
+		for _, ct := range []string{"application/x-ndjson", "application/json"} {
+			run := func(cuts []int) Measurement {
+				mt := New(ollama{}, Options{}, t0)
+				mt.Response(200, ct, "")
+				prev := 0
+				for _, c := range append(cuts, len(body)) {
+					mt.Write(body[prev:c], t0.Add(step))
+					prev = c
+				}
+				return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
+			}
+			whole := run(nil)
+			for c := 0; c <= len(body); c++ {
+				if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
+					t.Fatalf("%s as %s: split at %d differs:\n got %+v\nwant %+v", f, ct, c, got, whole)
+				}
+			}
+			for i := 0; i < 20; i++ {
+				var cuts []int
+				for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
+					cuts = append(cuts, c)
+				}
+				if got := run(cuts); !reflect.DeepEqual(got, whole) {
+					t.Fatalf("%s as %s: split measurement differs:\n got %+v\nwant %+v", f, ct, got, whole)
+				}
+			}
+		}
+	}
+}
+
+// TestOllamaEventAllocations holds the hot path to its promise: once warm,
+// reading a line allocates nothing.
+func TestOllamaEventAllocations(t *testing.T) {
+	lines := ollamaLines(ollamaFixture(t, "chat_thinking.ndjson"))
+	for _, tt := range []struct {
+		name string
+		line []byte
+	}{
+		{"content line", lines[7]},
+		{"thinking line", lines[1]},
+		{"done line", lines[len(lines)-1]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mt := New(ollama{}, Options{}, t0)
+			mt.Response(200, "application/x-ndjson", "")
+			for _, l := range lines {
+				mt.Write(l, t0.Add(step))
+			}
+			allocs := testing.AllocsPerRun(1000, func() {
+				mt.Write(tt.line, t0.Add(step))
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per line, want 0", allocs)
+			}
+		})
+	}
+}
