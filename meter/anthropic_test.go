@@ -106,14 +106,14 @@ func TestAnthropicStreams(t *testing.T) {
 			// the source stays "reported" (see Measurement.Usage).
 			name: "overloaded_error event after 200, no message_stop", fixture: "overloaded_midstream.sse",
 			firstToken: 2, firstVisible: 2, lastToken: 3, outputEvents: 2,
-			usage: Usage{25, 9, 0, 0, -1, UsageReported},
+			usage: Usage{25, 9, 0, 0, -1, UsageEstimated},
 			model: "claude-opus-4-1-20250805", id: "msg_01Bq9w938a90dw8q",
 			outcome: OutcomeUpstreamError, errorType: "overloaded_error", chunks: 5,
 		},
 		{
 			name: "stream cut before message_stop is truncated with input kept and output estimated", fixture: "truncated.sse",
 			firstToken: 2, firstVisible: 2, lastToken: 4, outputEvents: 3,
-			usage: Usage{18, 7, 0, 0, -1, UsageReported},
+			usage: Usage{18, 7, 0, 0, -1, UsageEstimated},
 			model: "claude-3-5-haiku-20241022", id: "msg_01TrUnCaTeD5s1d2f3g4h5j6",
 			outcome: OutcomeTruncated, errorType: "truncated", chunks: 5,
 		},

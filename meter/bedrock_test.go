@@ -123,7 +123,7 @@ func TestBedrockStreams(t *testing.T) {
 		{
 			name: "invoke: Anthropic error event inside a chunk", path: bedrockInvokePath, fixture: "invoke_anthropic_overloaded.bin",
 			firstToken: 2, firstVisible: 2, lastToken: 2,
-			usage: Usage{31, 1, 0, 0, -1, UsageReported},
+			usage: Usage{31, 1, 0, 0, -1, UsageEstimated},
 			model: "claude-3-5-haiku-20241022", id: "msg_bdrk_01Ov",
 			outcome: OutcomeUpstreamError, errorType: "overloaded_error", chunks: 4,
 		},

@@ -64,6 +64,14 @@ type Framer interface {
 	Oversized() int64
 }
 
+// FramerFaults is implemented by Framers that can find a stream corrupt
+// (a bad checksum in Bedrock's event stream): they stop decoding and say
+// how many faults they saw and the first one's reason, which Finish counts
+// as degradation.
+type FramerFaults interface {
+	Faults() (n int64, reason string)
+}
+
 // FramingChooser is implemented by dialects whose responses are not framed
 // by their media type alone. Framing returns the framing for a response,
 // and with FramingCustom a Framer that calls emit for every event, no event
@@ -313,6 +321,14 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 	case FramingCustom:
 		mt.framer.Close()
 		oversized = mt.framer.Oversized()
+		if ff, ok := mt.framer.(FramerFaults); ok {
+			if n, reason := ff.Faults(); n > 0 {
+				m.Degraded += n
+				if m.DegradedReason == "" {
+					m.DegradedReason = reason
+				}
+			}
+		}
 	case FramingBody:
 		if !mt.overCap && len(mt.body) > 0 {
 			mt.obs.timed = false
@@ -359,11 +375,12 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 
 	// An estimate is better than nothing, but never on an error status:
 	// those bodies hold no generated text and must not show fake counts.
+	// When the output count is the estimate, the source says so even if
+	// the provider reported the input (a stream cut before its final usage):
+	// the output count is what throughput is computed from.
 	if m.Usage.OutputTokens < 0 && m.StatusCode < 400 && m.EstimatedOutputTokens > 0 {
 		m.Usage.OutputTokens = m.EstimatedOutputTokens
-		if m.Usage.Source == UsageAbsent {
-			m.Usage.Source = UsageEstimated
-		}
+		m.Usage.Source = UsageEstimated
 	}
 	return m
 }
