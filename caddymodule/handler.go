@@ -46,7 +46,9 @@ type Handler struct {
 	Provider string `json:"provider,omitempty"`
 
 	// Dialect forces the API format used to read the exchange instead of
-	// choosing it from the request path. Known: "openai_chat".
+	// choosing it from the request path: "openai_chat",
+	// "openai_responses", "anthropic_messages", "gemini", "ollama",
+	// "cohere_chat", "tgi", "bedrock_converse" or "bedrock_invoke".
 	// Default: automatic.
 	Dialect string `json:"dialect,omitempty"`
 
