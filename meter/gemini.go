@@ -1,0 +1,531 @@
+package meter
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokentap/tokentap/sse"
+)
+
+// geminiInfo registers Google's Gemini API and Vertex AI's Gemini endpoints,
+// which share one body format: generateContent answers with one
+// GenerateContentResponse, streamGenerateContent with a stream of them,
+// framed as SSE with ?alt=sse and as one streamed JSON array without it.
+// The provider is Gemini's; the caddymodule labels *aiplatform.googleapis.com
+// upstreams gcp.vertex_ai by their host.
+var geminiInfo = DialectInfo{
+	Name:     "gemini",
+	New:      func() Dialect { return newGemini() },
+	Provider: "gcp.gemini",
+	Matches: func(path string) bool {
+		_, _, ok := geminiPath(path)
+		return ok
+	},
+}
+
+func init() {
+	RegisterDialect(geminiInfo)
+	// Google's error statuses and Gemini's rarer finish and block reasons
+	// recur across exchanges; interning them keeps Observer.Error and
+	// FinishReason from allocating for each one.
+	for _, s := range []string{
+		"UNAVAILABLE", "RESOURCE_EXHAUSTED", "INTERNAL", "INVALID_ARGUMENT",
+		"DEADLINE_EXCEEDED", "PERMISSION_DENIED", "UNAUTHENTICATED", "NOT_FOUND",
+		"FAILED_PRECONDITION", "CANCELLED",
+		"FINISH_REASON_UNSPECIFIED", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+		"MALFORMED_FUNCTION_CALL", "LANGUAGE", "IMAGE_SAFETY", "UNEXPECTED_TOOL_CALL",
+		"TOO_MANY_TOOL_CALLS",
+	} {
+		interned[s] = s
+	}
+}
+
+// gemini keeps per-exchange state: whether the path streams (which decides
+// how an application/json body is framed), the usage components that are
+// summed into semconv's totals, which candidates have finished, and the
+// framers it hands to the Meter.
+type gemini struct {
+	stream bool
+
+	// The last reported value of each usageMetadata field that feeds a sum,
+	// -1 until reported: a chunk that omits one of them must not make the
+	// total fall back.
+	prompt, toolUsePrompt, candidates, thoughts int64
+
+	// Bit i is set when candidate i has appeared / has a finish reason.
+	seen, finished uint64
+
+	array geminiArrayFramer
+	sse   geminiSSEFramer
+}
+
+func newGemini() *gemini {
+	return &gemini{prompt: -1, toolUsePrompt: -1, candidates: -1, thoughts: -1}
+}
+
+func (*gemini) Name() string { return geminiInfo.Name }
+
+// Operation is generate_content, semconv's name for Gemini's call, whether
+// streamed or not.
+func (*gemini) Operation(string) string { return "generate_content" }
+
+// geminiPath reads a Gemini or Vertex AI method path: the model is the last
+// segment before its ":method" (models/{m}, publishers/google/models/{m},
+// tunedModels/{m}, or a Vertex endpoint id), and the method says whether the
+// response streams. The path excludes the query, so ?alt=sse is not seen
+// here; the response's media type says that.
+func geminiPath(path string) (model string, stream, ok bool) {
+	path = strings.TrimSuffix(path, "/")
+	seg := path[strings.LastIndexByte(path, '/')+1:]
+	colon := strings.LastIndexByte(seg, ':')
+	if colon < 0 {
+		return "", false, false
+	}
+	switch seg[colon+1:] {
+	case "generateContent":
+	case "streamGenerateContent":
+		stream = true
+	default:
+		return "", false, false
+	}
+	return seg[:colon], stream, true
+}
+
+// Request takes the model and the streaming choice from the path, which is
+// where Gemini puts them, and the sampling parameters from the body's
+// generationConfig. The API also accepts proto field names, so snake_case
+// is read too.
+func (g *gemini) Request(r *Request, path string, body []byte) {
+	if model, stream, ok := geminiPath(path); ok {
+		r.Model = model
+		r.Stream, r.HasStream = stream, true
+		g.stream = stream
+	}
+	gc := gjson.GetBytes(body, "generationConfig")
+	if !gc.Exists() {
+		gc = gjson.GetBytes(body, "generation_config")
+	}
+	if !gc.IsObject() {
+		return
+	}
+	if v := geminiField(gc, "maxOutputTokens", "max_output_tokens"); v.Type == gjson.Number {
+		r.MaxTokens, r.HasMaxTokens = v.Int(), true
+	}
+	if v := gc.Get("temperature"); v.Type == gjson.Number {
+		r.Temperature, r.HasTemperature = v.Float(), true
+	}
+	if v := geminiField(gc, "topP", "top_p"); v.Type == gjson.Number {
+		r.TopP, r.HasTopP = v.Float(), true
+	}
+}
+
+func geminiField(obj gjson.Result, camel, snake string) gjson.Result {
+	if v := obj.Get(camel); v.Exists() {
+		return v
+	}
+	return obj.Get(snake)
+}
+
+// Framing reads error statuses whole, event streams with the SSE framer that
+// also catches Gemini's unframed error objects, and the application/json
+// body of a streaming method as the JSON array it is. A non-streaming
+// method's JSON is one body.
+func (g *gemini) Framing(status int, mediaType string, maxEvent int, emit func(*sse.Event)) (Framing, Framer) {
+	switch {
+	case status >= 400:
+		return FramingBody, nil
+	case mediaType == "text/event-stream":
+		g.sse.init(maxEvent, emit)
+		return FramingCustom, &g.sse
+	case g.stream && (mediaType == "application/json" || mediaType == ""):
+		g.array.init(maxEvent, emit)
+		return FramingCustom, &g.array
+	}
+	return DefaultFraming(status, mediaType), nil
+}
+
+// Event reads one streamed GenerateContentResponse (an SSE event's data, an
+// array element, or an unframed error object).
+func (g *gemini) Event(o *Observer, ev *sse.Event) {
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 || data[0] != '{' {
+		// Gemini sends no [DONE], but a gateway in between may add one.
+		if !bytes.Equal(data, doneMarker) {
+			o.Degrade("event_not_json")
+		}
+		return
+	}
+	g.readChunk(o, view(data))
+}
+
+// Body reads a generateContent response, an error body, or a whole
+// streamGenerateContent array when the stream was not framed as one.
+func (g *gemini) Body(o *Observer, body []byte) {
+	body = bytes.TrimSpace(body)
+	switch {
+	case len(body) == 0:
+		o.Degrade("body_not_json")
+	case body[0] == '{':
+		g.readChunk(o, view(body))
+	case body[0] == '[':
+		gjson.Parse(view(body)).ForEach(func(_, v gjson.Result) bool {
+			if v.IsObject() {
+				g.readChunk(o, v.Raw)
+			}
+			return true
+		})
+	default:
+		o.Degrade("body_not_json")
+	}
+}
+
+// readChunk reads one GenerateContentResponse in one pass over its keys.
+func (g *gemini) readChunk(o *Observer, s string) {
+	var tokens int64
+	var output, visible, finished bool
+	gjson.Parse(s).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "candidates":
+			var pos int64
+			v.ForEach(func(_, c gjson.Result) bool {
+				n, out, vis, fin := g.readCandidate(o, c, pos)
+				tokens += n
+				output = output || out
+				visible = visible || vis
+				finished = finished || fin
+				pos++
+				return true
+			})
+		case "usageMetadata":
+			if v.IsObject() {
+				g.readUsage(o, v)
+			}
+		case "modelVersion":
+			// The Gemini API has reported "models/gemini-…" and
+			// "gemini-…" for the same model; the request model never
+			// has the prefix.
+			if v.Type == gjson.String {
+				o.Model(bytesOf(strings.TrimPrefix(v.Str, "models/")))
+			}
+		case "responseId":
+			if v.Type == gjson.String {
+				o.ResponseID(bytesOf(v.Str))
+			}
+		case "promptFeedback":
+			// A blocked prompt is a complete answer with no candidates:
+			// the block reason is the only finish reason there is.
+			if r := v.Get("blockReason"); r.Type == gjson.String && r.Str != "" {
+				o.FinishReason(0, bytesOf(r.Str))
+				o.Done()
+			}
+		case "error":
+			if v.Type != gjson.Null {
+				o.Error(geminiErrorType(v))
+			}
+		}
+		return true
+	})
+	if output {
+		o.Output(tokens, visible)
+	}
+	// Gemini has no end marker: the stream ends after the chunk that
+	// finishes the last unfinished candidate.
+	if finished && g.finished&g.seen == g.seen {
+		o.Done()
+	}
+}
+
+// readCandidate reads one candidate; pos is its place in the array, its
+// index when the index is omitted (proto3 JSON drops a zero index).
+func (g *gemini) readCandidate(o *Observer, c gjson.Result, pos int64) (tokens int64, output, visible, finished bool) {
+	index := pos
+	var finish string
+	geminiMembers(c.Raw, func(k, v string) bool {
+		switch k {
+		case "index":
+			if n := gjson.Parse(v); n.Type == gjson.Number {
+				index = n.Int()
+			}
+		case "finishReason":
+			finish = geminiStringBody(v)
+		case "content":
+			gjson.Parse(v).Get("parts").ForEach(func(_, part gjson.Result) bool {
+				n, out, vis := readGeminiPart(part.Raw)
+				tokens += n
+				output = output || out
+				visible = visible || vis
+				return true
+			})
+		}
+		return true
+	})
+	var bit uint64
+	if index >= 0 && index < 64 {
+		bit = 1 << uint(index)
+	}
+	g.seen |= bit
+	if finish != "" {
+		o.FinishReason(index, bytesOf(finish))
+		g.finished |= bit
+		finished = bit != 0
+	}
+	return tokens, output, visible, finished
+}
+
+// readGeminiPart reads one content part. Text is answer text unless the
+// part is a thought summary; a function call (whole, or Vertex's streamed
+// partialArgs) and generated code are output but not answer text; an inline
+// image from an image model is the answer itself, with no text to estimate.
+// Parts that hold only a thoughtSignature, or empty text, are not output.
+func readGeminiPart(part string) (tokens int64, output, visible bool) {
+	var text string
+	var thought, inline bool
+	geminiMembers(part, func(k, v string) bool {
+		switch k {
+		case "text":
+			text = geminiStringBody(v)
+		case "thought":
+			thought = v == "true"
+		case "functionCall":
+			n, out := geminiCallTokens(v)
+			tokens += n
+			output = output || out
+		case "executableCode":
+			if code := geminiStringBody(gjson.Get(v, "code").Raw); code != "" {
+				tokens += EstimateTokens(bytesOf(code))
+				output = true
+			}
+		case "inlineData":
+			inline = v[0] == '{'
+		}
+		return true
+	})
+	if text != "" {
+		tokens += EstimateTokens(bytesOf(text))
+		output = true
+		visible = visible || !thought
+	}
+	if inline && !thought {
+		output, visible = true, true
+	}
+	return tokens, output, visible
+}
+
+// geminiCallTokens estimates a functionCall's generated tokens: its name and
+// arguments, or the values of its partialArgs (their jsonPath is structure,
+// not generated text).
+func geminiCallTokens(fc string) (tokens int64, output bool) {
+	geminiMembers(fc, func(k, v string) bool {
+		switch k {
+		case "name":
+			if name := geminiStringBody(v); name != "" {
+				tokens += EstimateTokens(bytesOf(name))
+				output = true
+			}
+		case "args":
+			if v[0] == '{' && v != "{}" {
+				tokens += EstimateTokens(bytesOf(v))
+				output = true
+			}
+		case "partialArgs":
+			gjson.Parse(v).ForEach(func(_, arg gjson.Result) bool {
+				geminiMembers(arg.Raw, func(ak, av string) bool {
+					if ak == "jsonPath" || ak == "willContinue" {
+						return true
+					}
+					if str := geminiStringBody(av); str != "" {
+						tokens += EstimateTokens(bytesOf(str))
+					} else if av[0] != '"' {
+						tokens += EstimateTokens(bytesOf(av))
+					}
+					output = true
+					return true
+				})
+				return true
+			})
+		}
+		return true
+	})
+	return tokens, output
+}
+
+// geminiMembers calls fn with the key (as written, without its quotes) and
+// the raw value of each member of the JSON object obj, until fn returns
+// false or obj turns out malformed or cut off. gjson's ForEach and Get
+// unescape every string value they return, which allocates for any text
+// with a newline or a quote in it, that is for most generated text; reading
+// raw values keeps the hot path allocation-free, and the estimator reads
+// the escaped text anyway. fn never sees an empty value.
+func geminiMembers(obj string, fn func(key, val string) bool) {
+	i := geminiSkip(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	i++
+	for {
+		i = geminiSkip(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			return
+		}
+		end := geminiValueEnd(obj, i)
+		if end < 0 {
+			return
+		}
+		key := obj[i+1 : end-1]
+		i = geminiSkip(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return
+		}
+		i = geminiSkip(obj, i+1)
+		end = geminiValueEnd(obj, i)
+		if end < 0 {
+			return
+		}
+		if !fn(key, obj[i:end]) {
+			return
+		}
+		i = end
+	}
+}
+
+// geminiSkip returns the index of the first byte at or after i that is not
+// whitespace or a comma.
+func geminiSkip(s string, i int) int {
+	for i < len(s) {
+		switch s[i] {
+		case ' ', '\t', '\r', '\n', ',':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// geminiValueEnd returns the index just past the JSON value that starts at
+// s[i], or -1 when there is none or it is cut off.
+func geminiValueEnd(s string, i int) int {
+	if i >= len(s) {
+		return -1
+	}
+	switch s[i] {
+	case '"':
+		// A quote ends the string unless an odd run of backslashes
+		// escapes it; IndexByte keeps long text at memchr speed.
+		for j := i + 1; ; {
+			k := strings.IndexByte(s[j:], '"')
+			if k < 0 {
+				return -1
+			}
+			q := j + k
+			n := 0
+			for b := q - 1; b > i && s[b] == '\\'; b-- {
+				n++
+			}
+			if n%2 == 0 {
+				return q + 1
+			}
+			j = q + 1
+		}
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(s); j++ {
+			switch s[j] {
+			case '"':
+				e := geminiValueEnd(s, j)
+				if e < 0 {
+					return -1
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	case ',', ':', '}', ']':
+		return -1
+	}
+	j := i
+	for j < len(s) {
+		switch s[j] {
+		case ' ', '\t', '\r', '\n', ',', '}', ']':
+			return j
+		}
+		j++
+	}
+	return j
+}
+
+// geminiStringBody returns the inside of a raw JSON string, escapes
+// included, or "" for anything else.
+func geminiStringBody(raw string) string {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		return raw[1 : len(raw)-1]
+	}
+	return ""
+}
+
+// readUsage reads a cumulative usageMetadata. In semconv terms input is the
+// prompt (which already includes cachedContentTokenCount) plus the tool-use
+// prompt (grounding results the model read, billed as input), and output
+// is candidates plus thoughts, since Gemini's candidatesTokenCount excludes
+// the thinking it bills as output. Early chunks omit candidatesTokenCount
+// and Vertex chunks may carry only trafficType, so each component keeps its
+// last reported value and a usage with no count at all is not reported.
+func (g *gemini) readUsage(o *Observer, u gjson.Result) {
+	out := unknownUsage
+	known := false
+	u.ForEach(func(k, v gjson.Result) bool {
+		if v.Type != gjson.Number {
+			return true
+		}
+		switch k.Str {
+		case "promptTokenCount":
+			g.prompt = v.Int()
+		case "toolUsePromptTokenCount":
+			g.toolUsePrompt = v.Int()
+		case "candidatesTokenCount":
+			g.candidates = v.Int()
+		case "thoughtsTokenCount":
+			g.thoughts = v.Int()
+			out.ReasoningOutputTokens = g.thoughts
+		case "cachedContentTokenCount":
+			out.CacheReadInputTokens = v.Int()
+		default:
+			return true
+		}
+		known = true
+		return true
+	})
+	if !known {
+		return
+	}
+	if g.prompt >= 0 {
+		out.InputTokens = g.prompt + max(g.toolUsePrompt, 0)
+	}
+	if g.candidates >= 0 || g.thoughts >= 0 {
+		out.OutputTokens = max(g.candidates, 0) + max(g.thoughts, 0)
+	}
+	o.Usage(out)
+}
+
+// geminiErrorType names a Google API error by its status ("UNAVAILABLE",
+// "RESOURCE_EXHAUSTED"), else its numeric code.
+func geminiErrorType(e gjson.Result) []byte {
+	if s := e.Get("status"); s.Type == gjson.String && s.Str != "" {
+		return bytesOf(s.Str)
+	}
+	if c := e.Get("code"); c.Type == gjson.Number {
+		return bytesOf(c.Raw)
+	} else if c.Type == gjson.String && c.Str != "" {
+		return bytesOf(c.Str)
+	}
+	return nil
+}
