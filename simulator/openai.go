@@ -2,10 +2,13 @@ package simulator
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+
+	"github.com/tidwall/gjson"
 )
 
 // Fixed response fields. created is a constant rather than the clock so that
@@ -25,10 +28,97 @@ var (
 	midStreamErr = []byte(`data: {"error":{"message":"simulated mid-stream failure","type":"server_error","param":null,"code":null}}` + "\n\n")
 )
 
+// openAIChat is OpenAI's Chat Completions format, POST …/chat/completions:
+// an SSE stream of chat.completion.chunk objects ending in data: [DONE], or
+// one chat.completion object.
+type openAIChat struct{}
+
+func (openAIChat) name() string { return FormatOpenAIChat }
+
+func (openAIChat) id(sum []byte) string { return idPrefix + hex.EncodeToString(sum) }
+
+func (openAIChat) parse(_ *url.URL, body []byte) (request, error) {
+	req, err := parseObject(body, func() *apiError {
+		return invalidRequest(http.StatusBadRequest, "", "",
+			"We could not parse the JSON body of your request. The OpenAI API expects a JSON payload.")
+	})
+	if err != nil {
+		return request{}, err
+	}
+	messages := req.Get("messages")
+	if !messages.IsArray() || len(messages.Array()) == 0 {
+		return request{}, invalidRequest(http.StatusBadRequest, "messages", "missing_required_parameter",
+			"Missing required parameter: 'messages'.")
+	}
+	r := request{
+		model:        optionalString(req.Get("model")),
+		stream:       req.Get("stream").Bool(),
+		includeUsage: req.Get("stream_options.include_usage").Bool(),
+	}
+	for _, m := range messages.Array() {
+		r.promptBytes += textBytes(m.Get("content"))
+	}
+	for _, param := range []string{"max_completion_tokens", "max_tokens"} {
+		v := req.Get(param)
+		if !v.Exists() || v.Type == gjson.Null {
+			continue
+		}
+		limit, err := strconv.Atoi(v.Raw)
+		if v.Type != gjson.Number || err != nil || limit < 1 {
+			return request{}, invalidRequest(http.StatusBadRequest, param, "invalid_value",
+				"Invalid '%s': expected an integer of at least 1, got %s.", param, v.Raw)
+		}
+		r.limit = limit
+		break // max_completion_tokens supersedes the deprecated max_tokens
+	}
+	return r, nil
+}
+
+// usage does as OpenAI does in auto mode: a stream reports usage only when
+// the request sets stream_options.include_usage, a completion body always.
+func (openAIChat) usage(mode string, req request) bool {
+	switch mode {
+	case UsageAlways:
+		return true
+	case UsageNever:
+		return false
+	}
+	return !req.stream || req.includeUsage
+}
+
+func (openAIChat) finishReason(capped bool) string {
+	if capped {
+		return "length"
+	}
+	return "stop"
+}
+
+func (openAIChat) stream(p *Plan) streamEncoder { return newChunkEncoder(p) }
+
+func (openAIChat) body(p *Plan) ([]byte, string, int) {
+	body, textStart := completionBody(p, len(p.Tokens), p.FinishReason)
+	return body, "application/json", textStart
+}
+
+func (openAIChat) errorBody(e *apiError) ([]byte, string) { return openAIErrorBody(e) }
+
+// openAIErrorBody is the error shape of both OpenAI formats. OpenAI does not
+// escape HTML characters, as in "Expected a value >= 16".
+func openAIErrorBody(e *apiError) ([]byte, string) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(struct { // strings always marshal
+		Error *apiError `json:"error"`
+	}{e})
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), "application/json"
+}
+
 // chunkEncoder renders the events of one chat.completion.chunk stream. The
 // envelope is the same for every chunk, so it is rendered once per request
 // and only the choice varies.
 type chunkEncoder struct {
+	p    *Plan
 	head []byte // `data: {"id":…,"choices":[`
 	tail []byte // `]` + `,"usage":null` when usage will be sent + "}\n\n"
 	buf  []byte
@@ -50,8 +140,25 @@ func newChunkEncoder(p *Plan) *chunkEncoder {
 		tail = append(tail, `,"usage":null`...)
 	}
 	tail = append(tail, "}\n\n"...)
-	return &chunkEncoder{head: head, tail: tail}
+	return &chunkEncoder{p: p, head: head, tail: tail}
 }
+
+func (e *chunkEncoder) contentType() string { return "text/event-stream; charset=utf-8" }
+
+// start sends the role-only chunk, as OpenAI and vLLM do before any token.
+func (e *chunkEncoder) start(emit func([]byte) bool) bool { return emit(e.role()) }
+
+func (e *chunkEncoder) token(i int) []byte { return e.content(e.p.Tokens[i]) }
+
+// end sends the finish chunk, the usage chunk if any and [DONE]: the finish
+// reason is not the end of an OpenAI stream.
+func (e *chunkEncoder) end(emit func([]byte) bool) bool {
+	return emit(e.finish(e.p.FinishReason)) &&
+		(!e.p.Usage || emit(e.usage(newUsage(e.p.PromptTokens, len(e.p.Tokens))))) &&
+		emit(sseDone)
+}
+
+func (e *chunkEncoder) fail(emit func([]byte) bool) bool { return emit(midStreamErr) }
 
 func (e *chunkEncoder) choice(choice string) []byte {
 	e.buf = append(e.buf[:0], e.head...)
@@ -165,63 +272,4 @@ func completionBody(p *Plan, n int, finishReason string) ([]byte, int) {
 	}
 	body, _ := json.Marshal(c) // strings and ints always marshal
 	return body, bytes.Index(body, contentMarker) + len(contentMarker)
-}
-
-// apiError is an OpenAI-style error: both the error a request is answered
-// with and the Go error that carries it to the code that writes it.
-type apiError struct {
-	status  int
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.Type, e.Message) }
-
-func strPtr(s string) *string { return &s }
-
-func invalidRequest(status int, param, code, format string, args ...any) *apiError {
-	e := &apiError{status: status, Message: fmt.Sprintf(format, args...), Type: "invalid_request_error"}
-	if param != "" {
-		e.Param = strPtr(param)
-	}
-	if code != "" {
-		e.Code = strPtr(code)
-	}
-	return e
-}
-
-// statusError is the body a real provider sends with status: the type and
-// code its SDKs key on for retries and error classes.
-func statusError(status int) *apiError {
-	text := http.StatusText(status)
-	if text == "" {
-		text = "status " + strconv.Itoa(status)
-	}
-	e := &apiError{status: status, Message: "simulated " + text, Type: "invalid_request_error"}
-	switch {
-	case status == http.StatusTooManyRequests:
-		e.Message = "Rate limit reached (simulated). Please try again later."
-		e.Type, e.Code = "requests", strPtr("rate_limit_exceeded")
-	case status == http.StatusUnauthorized:
-		e.Code = strPtr("invalid_api_key")
-	case status == http.StatusNotFound:
-		e.Code = strPtr("not_found")
-	case status >= 500:
-		e.Message = "The server had an error while processing your request (simulated " + text + ")."
-		e.Type = "server_error"
-	}
-	return e
-}
-
-func (e *apiError) write(w http.ResponseWriter) {
-	body, _ := json.Marshal(struct {
-		Error *apiError `json:"error"`
-	}{e})
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(e.status)
-	_, _ = w.Write(body) // a client that left cannot be told anything
 }

@@ -1,10 +1,11 @@
 package simulator
 
 import (
-	"encoding/hex"
+	"bytes"
 	"hash/fnv"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -59,8 +60,8 @@ type FaultKind int
 const (
 	FaultNone     FaultKind = iota
 	FaultAbort              // the connection is cut (panic(http.ErrAbortHandler))
-	FaultError              // a mid-stream error event ends the stream
-	FaultTruncate           // the stream just stops, without finish, usage or [DONE]
+	FaultError              // the format's mid-stream error ends the stream
+	FaultTruncate           // the stream just stops, without finish, usage or terminator
 )
 
 func (k FaultKind) String() string {
@@ -79,40 +80,62 @@ func (k FaultKind) String() string {
 // before any byte is sent: it is the ground truth that measurements of the
 // response are compared with.
 type Plan struct {
-	// ID is the response's id: "chatcmpl-sim" and the hex FNV-64a hash of
-	// the request body.
+	// Format is the wire format the request is answered in, one of the
+	// Format* constants, chosen by the request's path.
+	Format string
+
+	// ID is the response's id: a format's own prefix ("chatcmpl-sim",
+	// "resp_sim", "msg_sim" or, for Gemini's responseId, "sim") and the hex
+	// FNV-64a hash of the request body. Ollama's answers carry no id, but
+	// the plan still has one.
 	ID string
 
-	// Model is the response's model: the request's, or "tokentap-sim".
+	// Model is the response's model: the request's (for Gemini, the one in
+	// the path), or "tokentap-sim".
 	Model string
 
-	// Stream is whether the response is an SSE stream of chunks.
+	// Stream is whether the response is streamed: as SSE events, Gemini's
+	// streamed JSON array or Ollama's NDJSON lines.
 	Stream bool
 
-	// Usage is whether usage is reported: as the last chunk of a stream
-	// (with "usage":null on every other chunk), or in the completion body.
+	// Usage is whether usage is reported: in the events of a stream that
+	// carry it in the format, or in the non-streamed body.
 	Usage bool
 
-	// PromptTokens is the estimate reported as usage.prompt_tokens.
+	// PromptTokens is the estimate reported as the input tokens (OpenAI's
+	// prompt_tokens or input_tokens, Anthropic's input_tokens, Gemini's
+	// promptTokenCount, Ollama's prompt_eval_count).
 	PromptTokens int
 
 	// Profile is the resolved timing: the handler's, then the model's
 	// override, then the request headers'.
 	Profile Profile
 
-	// Tokens are the planned output tokens, one per content chunk.
+	// Tokens are the planned output tokens, one per content event.
 	Tokens []string
 
 	// Offsets are the tokens' scheduled times from the request's arrival.
 	Offsets []time.Duration
 
-	// FinishReason is "length" when max_tokens cut the output short of the
-	// profile's output_tokens, else "stop".
+	// MaxTokens is the request's cap on output tokens (max_tokens and
+	// friends), or 0 when it has none.
+	MaxTokens int
+
+	// Capped is whether MaxTokens cut the output short of the profile's
+	// output_tokens.
+	Capped bool
+
+	// FinishReason is why the output ends, in the format's own words:
+	// finish_reason "stop" or "length" (OpenAI chat), the response status
+	// "completed" or incomplete reason "max_output_tokens" (OpenAI
+	// Responses), stop_reason "end_turn" or "max_tokens" (Anthropic),
+	// finishReason "STOP" or "MAX_TOKENS" (Gemini), done_reason "stop" or
+	// "length" (Ollama).
 	FinishReason string
 
 	// Status, when not zero, is the error status the request is answered
 	// with at once, instead of any generation; StatusBody says whether the
-	// answer has an OpenAI-style JSON body.
+	// answer has a body, in the format's error shape.
 	Status     int
 	StatusBody bool
 
@@ -121,6 +144,8 @@ type Plan struct {
 	// fires at the time the next token was due, or right after the last one.
 	Fault      FaultKind
 	FaultAfter int
+
+	f format
 }
 
 // Sent is the number of content tokens that the response delivers.
@@ -268,17 +293,35 @@ func parseOverrides(h http.Header) (overrides, error) {
 
 func validUsage(s string) bool { return s == UsageAuto || s == UsageAlways || s == UsageNever }
 
-// Plan computes what the handler does with a request whose body is body and
-// whose headers are header (nil for none): the same computation ServeHTTP
-// makes, without HTTP or waiting, so that tests anywhere can get the ground
-// truth of a request. The handler need not be provisioned. The error, for a
-// malformed body or header, is the one ServeHTTP answers with status 400.
+// Plan computes what the handler does with an OpenAI chat completion
+// request whose body is body and whose headers are header (nil for none):
+// the same computation ServeHTTP makes, without HTTP or waiting, so that
+// tests anywhere can get the ground truth of a request. The handler need not
+// be provisioned. The error, for a malformed body or header, is the one
+// ServeHTTP answers with status 400.
 func (h *Handler) Plan(body []byte, header http.Header) (Plan, error) {
+	return h.PlanTarget("/v1/chat/completions", body, header)
+}
+
+// PlanTarget is Plan for a request to target, a path with an optional query
+// such as "/v1/messages" or
+// "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", which
+// selects the wire format as ServeHTTP does. A target that no format serves
+// is an error, the one ServeHTTP answers with status 404.
+func (h *Handler) PlanTarget(target string, body []byte, header http.Header) (Plan, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return Plan{}, notFound("POST", target)
+	}
+	f := formatFor(u)
+	if f == nil {
+		return Plan{}, notFound("POST", u.Path)
+	}
 	o, err := parseOverrides(header)
 	if err != nil {
 		return Plan{}, err
 	}
-	p, err := h.plan(body, o)
+	p, err := h.plan(f, u, body, o)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -307,47 +350,39 @@ const (
 	jitterStream = 0x6a69747465727221 // "jitter!!"
 )
 
-func (h *Handler) plan(body []byte, o overrides) (Plan, error) {
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		return Plan{}, invalidRequest(http.StatusBadRequest, "", "",
-			"We could not parse the JSON body of your request. The OpenAI API expects a JSON payload.")
-	}
-	req := gjson.ParseBytes(body)
-	messages := req.Get("messages")
-	if !messages.IsArray() || len(messages.Array()) == 0 {
-		return Plan{}, invalidRequest(http.StatusBadRequest, "messages", "missing_required_parameter",
-			"Missing required parameter: 'messages'.")
+func (h *Handler) plan(f format, u *url.URL, body []byte, o overrides) (Plan, error) {
+	req, err := f.parse(u, body)
+	if err != nil {
+		return Plan{}, err
 	}
 
 	hash := fnv.New64a()
-	_, _ = hash.Write(body) // a hash never fails to write
+	_, _ = hash.Write(contentOf(body)) // a hash never fails to write
 	sum := hash.Sum64()
 
 	p := Plan{
-		ID:           idPrefix + hex.EncodeToString(hash.Sum(nil)),
-		Model:        defaultModel,
-		Stream:       req.Get("stream").Bool(),
-		PromptTokens: promptTokens(messages),
-		FinishReason: "stop",
+		Format: f.name(),
+		ID:     f.id(hash.Sum(nil)),
+		Model:  defaultModel,
+		Stream: req.stream,
+		// Four bytes of text a token is the usual rule of thumb for
+		// English: usage looks like a real provider's without a tokenizer.
+		PromptTokens: max(req.promptBytes/4, 1),
+		MaxTokens:    req.limit,
+		f:            f,
 	}
-	if m := req.Get("model"); m.Type == gjson.String && m.Str != "" {
-		p.Model = m.Str
+	if req.model != "" {
+		p.Model = req.model
 	}
 
 	usage := h.Usage
 	if o.usage != "" {
 		usage = o.usage
 	}
-	switch usage {
-	case UsageAlways:
-		p.Usage = true
-	case UsageNever:
-		p.Usage = false
-	default:
-		// OpenAI streams usage only on request, but always puts it in a
-		// completion body.
-		p.Usage = !p.Stream || req.Get("stream_options.include_usage").Bool()
+	if usage == "" {
+		usage = UsageAuto
 	}
+	p.Usage = f.usage(usage, req)
 
 	prof := defaultProfile.Overlay(h.Profile).Overlay(h.Models[p.Model]).Overlay(o.profile)
 	if o.ttftSet {
@@ -359,21 +394,10 @@ func (h *Handler) plan(body []byte, o overrides) (Plan, error) {
 	p.Profile = prof
 
 	n := prof.OutputTokens
-	for _, param := range []string{"max_completion_tokens", "max_tokens"} {
-		v := req.Get(param)
-		if !v.Exists() || v.Type == gjson.Null {
-			continue
-		}
-		limit, err := strconv.Atoi(v.Raw)
-		if v.Type != gjson.Number || err != nil || limit < 1 {
-			return Plan{}, invalidRequest(http.StatusBadRequest, param, "invalid_value",
-				"Invalid '%s': expected an integer of at least 1, got %s.", param, v.Raw)
-		}
-		if limit < n {
-			n, p.FinishReason = limit, "length"
-		}
-		break // max_completion_tokens supersedes the deprecated max_tokens
+	if req.limit > 0 && req.limit < n {
+		n, p.Capped = req.limit, true
 	}
+	p.FinishReason = f.finishReason(p.Capped)
 
 	seed := uint64(h.seed())
 	wordRand := rand.New(rand.NewPCG(seed, sum^wordStream))
@@ -408,20 +432,34 @@ func (h *Handler) plan(body []byte, o overrides) (Plan, error) {
 	return p, nil
 }
 
-// promptTokens estimates the prompt's token count at four bytes of message
-// text a token, the usual rule of thumb for English, so that usage looks
-// like a real provider's without a tokenizer.
-func promptTokens(messages gjson.Result) int {
-	size := 0
-	for _, m := range messages.Array() {
-		c := m.Get("content")
-		if c.Type == gjson.String {
-			size += len(c.Str)
-			continue
-		}
-		for _, part := range c.Array() {
-			size += len(part.Get("text").Str)
-		}
+// contentOf is the part of a request body that decides the answer: the
+// body without stream_options. A real model answers the same conversation
+// the same way whether or not the client asked for usage, and tokentap's
+// inject_usage relies on exactly that: its request differs from the
+// client's only there, and the client must get the bytes it would have got.
+func contentOf(body []byte) []byte {
+	opts := gjson.GetBytes(body, "stream_options")
+	if !opts.Exists() || opts.Index <= 0 {
+		return body
 	}
-	return max(size/4, 1)
+	start, end := opts.Index, opts.Index+len(opts.Raw)
+	// Take the key, its colon and one separating comma with the value.
+	for start > 0 && body[start-1] != '"' {
+		start--
+	}
+	if start > 0 {
+		start = bytes.LastIndexByte(body[:start-1], '"')
+	}
+	if start < 0 {
+		return body
+	}
+	rest := bytes.TrimLeft(body[end:], " \t\r\n")
+	if len(rest) > 0 && rest[0] == ',' {
+		end = len(body) - len(rest) + 1
+	} else if i := bytes.LastIndexByte(body[:start], ','); i >= 0 && len(bytes.TrimSpace(body[i+1:start])) == 0 {
+		start = i
+	}
+	out := make([]byte, 0, len(body)-(end-start))
+	out = append(out, body[:start]...)
+	return append(out, body[end:]...)
 }

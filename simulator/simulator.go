@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -17,14 +16,23 @@ func init() {
 	caddy.RegisterModule(Handler{})
 }
 
-// Handler is a simulated OpenAI Chat Completions API. It answers POST
-// requests to any path ending in /chat/completions, streaming or not, with
-// deterministic text on a deterministic schedule, and injects faults on
-// demand. It is a terminal handler: it never calls the next one.
+// Handler is a simulated LLM API. It answers POST requests in the wire
+// format their path selects, streaming or not, with deterministic text on a
+// deterministic schedule, and injects faults on demand:
+//
+//   - …/chat/completions: OpenAI Chat Completions
+//   - …/v1/responses: OpenAI Responses
+//   - …/v1/messages: Anthropic Messages
+//   - …/models/{model}:streamGenerateContent (SSE with ?alt=sse, else a
+//     streamed JSON array) and …/models/{model}:generateContent: Gemini
+//   - …/api/chat and …/api/generate: Ollama's native NDJSON API
+//
+// Any other path is answered 404 in OpenAI's error shape. It is a terminal
+// handler: it never calls the next one.
 //
 // Every timing and fault field can be overridden per request by a
 // Tokentap-Sim-* header (see the Header constants), and the timing fields
-// per model in models.
+// per model in models; both work alike in every format.
 type Handler struct {
 	// The timing of models without an entry in models. Its fields appear
 	// inline in the JSON config: time_to_first_token (default 200ms),
@@ -32,10 +40,14 @@ type Handler struct {
 	// (default 64).
 	Profile
 
-	// When usage is reported. "auto" (the default) does as OpenAI does:
-	// a stream ends with a usage chunk only if the request sets
-	// stream_options.include_usage, and a completion body always has
-	// usage. "always" reports it in every response, "never" in none.
+	// When usage is reported. "auto" (the default) does as each provider
+	// does: an OpenAI chat stream ends with a usage chunk only if the
+	// request sets stream_options.include_usage (a completion body always
+	// has usage), and the other formats always report it. "always" reports
+	// it in every response. "never" suppresses it where the format allows:
+	// no usage chunk or field (OpenAI chat), "usage":null (Responses), no
+	// usageMetadata (Gemini), no prompt_eval_count and eval_count (Ollama);
+	// Anthropic's format requires usage, so it is always reported there.
 	Usage string `json:"usage,omitempty"`
 
 	// The seed of the generator that picks the output words and the
@@ -49,22 +61,29 @@ type Handler struct {
 	Models map[string]Profile `json:"models,omitempty"`
 
 	// If not zero, every request is answered at once with this status (400
-	// to 599) and an OpenAI-style error body. Default: 0, no failure.
+	// to 599) and an error body in the format's shape (Anthropic's error
+	// type, Gemini's status name and Ollama's message follow from the
+	// status). Default: 0, no failure.
 	FailStatus int `json:"fail_status,omitempty"`
 
-	// The body sent with fail_status: "json" (the default), an OpenAI-style
+	// The body sent with fail_status: "json" (the default), the format's
 	// error object, or "none", an empty body.
 	FailStatusBody string `json:"fail_status_body,omitempty"`
 
 	// If set, a response fails after this many content tokens: a stream
-	// with an OpenAI-style error event and no [DONE], a non-streaming
-	// response with status 500. Zero fails before the first token. Default:
-	// unset, no failure.
+	// with the format's mid-stream error and no end marker (OpenAI chat: an
+	// error data event, no [DONE]; Responses: an error event, then
+	// response.failed; Anthropic: an overloaded_error event, no
+	// message_stop; Gemini: a bare JSON error object, not SSE-framed, or an
+	// error element closing the array; Ollama: an {"error":…} line), a
+	// non-streaming response with status 500. Zero fails before the first
+	// token. Default: unset, no failure.
 	ErrorAfter *int `json:"error_after,omitempty"`
 
 	// If set, a response stops after this many content tokens, cleanly at
-	// the HTTP level but without finish chunk, usage or [DONE] (a
-	// non-streaming body is cut inside the message text). Default: unset.
+	// the HTTP level but without what follows the last token in the format
+	// (finish reason, final usage, terminator); a non-streaming body is cut
+	// inside the message text. Default: unset.
 	TruncateAfter *int `json:"truncate_after,omitempty"`
 
 	// If set, the connection is cut after this many content tokens, as a
@@ -139,31 +158,33 @@ func (h *Handler) Validate() error {
 // reject far smaller bodies than this.
 const maxBodySize = 32 << 20
 
-// ServeHTTP answers a chat completion request; next is never called.
+// ServeHTTP answers a request in the wire format its path selects; next is
+// never called.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	// The schedule counts from here, the closest the handler gets to the
 	// request's arrival.
 	start := time.Now()
 
-	if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		invalidRequest(http.StatusNotFound, "", "not_found", "Invalid URL (%s %s)", r.Method, r.URL.Path).write(w)
+	f := formatFor(r.URL)
+	if f == nil {
+		writeAPIError(w, openAIChat{}, notFound(r.Method, r.URL.Path))
 		return nil
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		invalidRequest(http.StatusMethodNotAllowed, "", "method_not_allowed",
-			"Invalid method %s for %s: use POST.", r.Method, r.URL.Path).write(w)
+		writeAPIError(w, f, invalidRequest(http.StatusMethodNotAllowed, "", "method_not_allowed",
+			"Invalid method %s for %s: use POST.", r.Method, r.URL.Path))
 		return nil
 	}
 	o, err := parseOverrides(r.Header)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, f, err)
 		return nil
 	}
 	// A failing provider answers before it looks at the body.
 	if status, withBody := h.failStatus(o); status != 0 {
 		if withBody {
-			statusError(status).write(w)
+			writeAPIError(w, f, statusError(status))
 		} else {
 			w.Header().Set("Content-Length", "0")
 			w.WriteHeader(status)
@@ -173,12 +194,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 	body, err := readBody(w, r)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, f, err)
 		return nil
 	}
-	p, err := h.plan(body, o)
+	p, err := h.plan(f, r.URL, body, o)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, f, err)
 		return nil
 	}
 	s := newScheduler(r, start)
@@ -186,7 +207,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if p.Stream {
 		serveStream(w, s, &p)
 	} else {
-		serveCompletion(w, s, &p)
+		serveBody(w, s, &p)
 	}
 	return nil
 }
@@ -203,12 +224,12 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return nil, invalidRequest(http.StatusBadRequest, "", "", "Could not read the request body: %v.", err)
 }
 
-func writeError(w http.ResponseWriter, err error) {
+func writeError(w http.ResponseWriter, f format, err error) {
 	e, ok := errors.AsType[*apiError](err)
 	if !ok {
 		e = statusError(http.StatusInternalServerError)
 	}
-	e.write(w)
+	writeAPIError(w, f, e)
 }
 
 // Interface guards

@@ -177,7 +177,11 @@ func TestDeterministicBytes(t *testing.T) {
 	if other := plan(fast(t, Handler{Seed: 2}), streamBody); slices.Equal(base.Tokens, other.Tokens) {
 		t.Error("another seed gave the same text")
 	}
-	if other := plan(fast(t, Handler{}), streamUsageBody); slices.Equal(base.Tokens, other.Tokens) || other.ID == base.ID {
+	if usage := plan(fast(t, Handler{}), streamUsageBody); !slices.Equal(base.Tokens, usage.Tokens) || usage.ID != base.ID {
+		t.Error("asking for usage changed the answer (inject_usage relies on it not changing)")
+	}
+	other := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Say something about slowness."}]}`
+	if other := plan(fast(t, Handler{}), other); slices.Equal(base.Tokens, other.Tokens) || other.ID == base.ID {
 		t.Error("another body gave the same text or id")
 	}
 	if !strings.HasPrefix(base.ID, "chatcmpl-sim") || len(base.ID) != len("chatcmpl-sim")+16 {

@@ -86,24 +86,24 @@ func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
-// serveStream sends p as OpenAI's SSE stream: a role chunk at once, one
-// chunk per content token at its scheduled time, then the finish chunk, the
-// usage chunk if any and [DONE], or the planned fault instead of them.
+// serveStream sends p as its format's stream: what precedes the first token
+// at once, each token's event at its scheduled time, then the format's end
+// (finish, usage, terminator), or the planned fault instead of it.
 func serveStream(w http.ResponseWriter, s *scheduler, p *Plan) {
+	enc := p.f.stream(p)
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Content-Type", enc.contentType())
 	h.Set("Cache-Control", "no-cache")
 	declareTrailers(w)
 	w.WriteHeader(http.StatusOK)
 
 	out := eventWriter{w: w, rc: http.NewResponseController(w)}
-	enc := newChunkEncoder(p)
-	if !out.send(enc.role()) {
+	if !enc.start(out.send) {
 		return
 	}
 	n := p.Sent()
 	for i := range n {
-		if !s.until(p.Offsets[i]) || !out.send(enc.content(p.Tokens[i])) {
+		if !s.until(p.Offsets[i]) || !out.send(enc.token(i)) {
 			return
 		}
 	}
@@ -115,29 +115,23 @@ func serveStream(w http.ResponseWriter, s *scheduler, p *Plan) {
 		case FaultAbort:
 			panic(http.ErrAbortHandler)
 		case FaultError:
-			if !out.send(midStreamErr) {
+			if !enc.fail(out.send) {
 				return
 			}
 		}
 		setTrailers(w, p)
 		return
 	}
-	if !out.send(enc.finish(p.FinishReason)) {
-		return
-	}
-	if p.Usage && !out.send(enc.usage(newUsage(p.PromptTokens, n))) {
-		return
-	}
-	if out.send(sseDone) {
+	if enc.end(out.send) {
 		setTrailers(w, p)
 	}
 }
 
-// serveCompletion sends p as one chat.completion object once the whole
-// output would have been generated, or the planned fault at its time. Its
-// trailers still carry the token schedule, which is what a measuring proxy
-// that sees only the whole body is to be compared with.
-func serveCompletion(w http.ResponseWriter, s *scheduler, p *Plan) {
+// serveBody sends p as its format's non-streamed body once the whole output
+// would have been generated, or the planned fault at its time. Its trailers
+// still carry the token schedule, which is what a measuring proxy that sees
+// only the whole body is to be compared with.
+func serveBody(w http.ResponseWriter, s *scheduler, p *Plan) {
 	due := p.LastToken()
 	if p.Fault != FaultNone {
 		due = p.faultAt()
@@ -149,14 +143,14 @@ func serveCompletion(w http.ResponseWriter, s *scheduler, p *Plan) {
 	case FaultAbort:
 		panic(http.ErrAbortHandler)
 	case FaultError:
-		statusError(http.StatusInternalServerError).write(w)
+		writeAPIError(w, p.f, statusError(http.StatusInternalServerError))
 		return
 	}
-	body, textStart := completionBody(p, len(p.Tokens), p.FinishReason)
+	body, contentType, textStart := p.f.body(p)
 	if p.Fault == FaultTruncate {
 		body = body[:textStart+len(p.text(p.FaultAfter))]
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	declareTrailers(w)
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(body); err == nil {
