@@ -446,3 +446,114 @@ func httptestServer(t *testing.T, f http.HandlerFunc) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestInjectUsageThroughCaddy: through a real reverse_proxy, a client that
+// did not ask for usage gets byte for byte what the simulator sends such a
+// client, and the span has the simulator's exact counts, labelled injected.
+func TestInjectUsageThroughCaddy(t *testing.T) {
+	tester, rec := startCaddy(t, "1ns", "1s")
+	body := `{"model":"inject","stream":true,"messages":[{"role":"user","content":"count for me"}]}`
+	hdr := map[string]string{simulator.HeaderTimeToFirstToken: "20ms", simulator.HeaderTokensPerSecond: "400", simulator.HeaderOutputTokens: "25"}
+	get := func(url string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := tester.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	direct := get("http://127.0.0.1:9081/v1/chat/completions")
+	before := len(rec.Ended())
+	proxied := get("http://localhost:9080/inject/v1/chat/completions")
+	if !bytes.Equal(proxied, direct) {
+		t.Fatalf("client got %d bytes that differ from the %d a client without usage gets", len(proxied), len(direct))
+	}
+	if bytes.Contains(direct, []byte("usage")) {
+		t.Fatal("the reference stream has usage: the simulator did not behave as OpenAI does")
+	}
+	spans := waitSpans(t, rec, before+1)
+	a := attrs(spans[len(spans)-1])
+	if a[attrUsageSource].AsString() != "injected" || a["gen_ai.usage.output_tokens"].AsInt64() != 25 || a["gen_ai.usage.input_tokens"].AsInt64() < 1 {
+		t.Errorf("span: source %v output %v input %v", a[attrUsageSource], a["gen_ai.usage.output_tokens"], a["gen_ai.usage.input_tokens"])
+	}
+}
+
+// TestFormatsThroughCaddy streams every format the simulator speaks through
+// a real reverse_proxy: each is read by its own dialect, and its counts match
+// the simulator's exactly, reported or (where the format can omit usage)
+// estimated. The simulator's words are one token each, so the estimate's
+// error on these streams is the dialect's, not the estimator's.
+func TestFormatsThroughCaddy(t *testing.T) {
+	tester, rec := startCaddy(t, "1ns", "1s")
+	msgs := `"messages":[{"role":"user","content":"tell me about throughput"}]`
+	tests := []struct {
+		name, path, body, dialect, op string
+		canOmitUsage                  bool
+	}{
+		{"openai chat", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},` + msgs + `}`, "openai_chat", "chat", true},
+		{"openai responses", "/v1/responses", `{"model":"m","stream":true,"input":"tell me about throughput"}`, "openai_responses", "chat", true},
+		{"anthropic messages", "/v1/messages", `{"model":"m","stream":true,"max_tokens":500,` + msgs + `}`, "anthropic_messages", "chat", false},
+		{"gemini sse", "/v1beta/models/gemini-sim:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"tell me about throughput"}]}]}`, "gemini", "generate_content", true},
+		{"gemini streamed array", "/v1beta/models/gemini-sim:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"tell me about throughput"}]}]}`, "gemini", "generate_content", true},
+		{"ollama chat", "/api/chat", `{"model":"m",` + msgs + `}`, "ollama", "chat", true},
+		{"ollama generate", "/api/generate", `{"model":"m","prompt":"tell me about throughput"}`, "ollama", "text_completion", true},
+	}
+	for _, tt := range tests {
+		for _, usage := range []string{"auto", "never"} {
+			if usage == "never" && !tt.canOmitUsage {
+				continue
+			}
+			t.Run(tt.name+"/usage "+usage, func(t *testing.T) {
+				before := len(rec.Ended())
+				req, _ := http.NewRequest("POST", "http://localhost:9080/sim"+tt.path, strings.NewReader(tt.body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(simulator.HeaderTimeToFirstToken, "30ms")
+				req.Header.Set(simulator.HeaderTokensPerSecond, "300")
+				req.Header.Set(simulator.HeaderOutputTokens, "24")
+				req.Header.Set(simulator.HeaderUsage, usage)
+				resp, err := tester.Client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("status %d, %v", resp.StatusCode, err)
+				}
+				n, _ := strconv.Atoi(resp.Trailer.Get(simulator.HeaderOutputTokens))
+				ttft := trailerSeconds(t, resp, simulator.HeaderTimeToFirstToken)
+				spans := waitSpans(t, rec, before+1)
+				s := spans[len(spans)-1]
+				a := attrs(s)
+				wantSource := "reported"
+				if usage == "never" {
+					wantSource = "estimated"
+				}
+				if a[attrDialect].AsString() != tt.dialect || a["gen_ai.operation.name"].AsString() != tt.op {
+					t.Errorf("dialect %v operation %v", a[attrDialect], a["gen_ai.operation.name"])
+				}
+				if a[attrOutcome].AsString() != "completed" || a[attrUsageSource].AsString() != wantSource {
+					t.Errorf("outcome %v source %v, want completed %s", a[attrOutcome], a[attrUsageSource], wantSource)
+				}
+				if got := a["gen_ai.usage.output_tokens"].AsInt64(); got != int64(n) || n != 24 {
+					t.Errorf("output tokens %d, simulator sent %d", got, n)
+				}
+				if d := a[attrTimeToFirstToken].AsFloat64() - ttft; d < 0 || d > 0.05 {
+					t.Errorf("time to first token %.4f s, simulator %.4f s", a[attrTimeToFirstToken].AsFloat64(), ttft)
+				}
+				if _, ok := a[attrOutputTokensPerSecond]; !ok {
+					t.Error("no output tokens/s")
+				}
+			})
+		}
+	}
+}
