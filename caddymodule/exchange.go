@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"mime"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -29,6 +30,9 @@ type exchange struct {
 	tee   *teeBody
 	span  trace.Span
 
+	// guessed is set when no dialect claimed the path and OpenAI chat was
+	// assumed; the response's media type may still say better.
+	guessed bool
 	// requestRead is set once the request body was parsed in full.
 	requestRead bool
 	// responded is set at the first final status.
@@ -54,10 +58,14 @@ type exchange struct {
 func (h *Handler) begin(r *http.Request) *exchange {
 	start := time.Now()
 	x := &exchange{h: h, r: r}
-	if h.dialect != nil {
+	switch d, ok := meter.DialectForPath(r.URL.Path); {
+	case h.dialect != nil:
 		x.info = *h.dialect
-	} else {
+	case ok:
+		x.info = d
+	default:
 		x.info = meter.DetectDialect(r.URL.Path)
+		x.guessed = true
 	}
 	x.meter.Init(x.info.New(), meter.Options{
 		MaxEventSize:   int(h.MaxEventSize),
@@ -167,8 +175,17 @@ func (x *exchange) response(status int, header http.Header) {
 	}
 	t0 := time.Now()
 	x.safely("response", func() {
-		x.readRequest()
 		ct, ce := header.Get("Content-Type"), header.Get("Content-Encoding")
+		if x.guessed {
+			mediaType, _, _ := mime.ParseMediaType(ct)
+			if d, ok := meter.DialectForMediaType(mediaType); ok {
+				// Nothing has been read yet: start over in the right dialect.
+				x.info, x.guessed = d, false
+				x.meter.Init(d.New(), x.meter.Options(), x.meter.M.Start)
+				x.requestRead = false
+			}
+		}
+		x.readRequest()
 		x.meter.Response(status, ct, ce)
 		if x.injected && status == http.StatusOK && ce == "" && strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
 			max := int(x.h.MaxEventSize)

@@ -674,3 +674,29 @@ func TestFlushBeforeHeader(t *testing.T) {
 		t.Errorf("status %d, span status %v outcome %v", resp.StatusCode, a["http.response.status_code"], a[attrOutcome])
 	}
 }
+
+// TestDialectFromMediaType: on a path no dialect claims, the response's
+// media type picks the dialect when it is telling (NDJSON is Ollama's).
+func TestDialectFromMediaType(t *testing.T) {
+	body := fixture(t, "../../meter/testdata/ollama/chat.ndjson")
+	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, err := w.Write(body)
+		return err
+	})
+	resp, err := http.Post(hs.srv.URL+"/gateway/llm", "application/json", strings.NewReader(`{"model":"llama3.2","messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	s := hs.span(t)
+	a := attrs(s)
+	if a[attrDialect].AsString() != "ollama" || a[attrOutcome].AsString() != "completed" || a[attrUsageSource].AsString() != "reported" {
+		t.Errorf("dialect %v outcome %v source %v", a[attrDialect], a[attrOutcome], a[attrUsageSource])
+	}
+	if s.Name() != "chat llama3.2" || a["gen_ai.usage.output_tokens"].AsInt64() != 10 {
+		t.Errorf("name %q output tokens %v", s.Name(), a["gen_ai.usage.output_tokens"])
+	}
+}

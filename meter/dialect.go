@@ -88,6 +88,30 @@ func DetectDialect(path string) DialectInfo {
 	return openAIChatInfo
 }
 
+// DialectForPath reports the dialect whose paths include path, and false
+// when none claims it (DetectDialect then falls back to OpenAI chat).
+func DialectForPath(path string) (DialectInfo, bool) {
+	for _, d := range dialects {
+		if d.Matches != nil && d.Matches(path) {
+			return d, true
+		}
+	}
+	return DialectInfo{}, false
+}
+
+// DialectForMediaType picks a dialect from a response's media type, for
+// responses on paths no dialect claims (a gateway that rewrites paths): the
+// framing alone says Ollama (NDJSON) or Bedrock (binary event stream).
+func DialectForMediaType(mediaType string) (DialectInfo, bool) {
+	switch mediaType {
+	case "application/x-ndjson":
+		return LookupDialect("ollama")
+	case "application/vnd.amazon.eventstream":
+		return LookupDialect("bedrock_converse")
+	}
+	return DialectInfo{}, false
+}
+
 // hasPathSuffix reports whether path ends with suffix at a segment boundary,
 // ignoring a trailing slash, so "/v1/chat/completions/" matches
 // "/chat/completions" but "/v1/xchat/completions" does not.

@@ -151,6 +151,9 @@ func (mt *Meter) Init(d Dialect, opts Options, start time.Time) {
 	mt.lines.OnLine = mt.onLine
 }
 
+// Options returns the options the Meter was set up with.
+func (mt *Meter) Options() Options { return mt.opts }
+
 // Dialect returns the dialect reading this exchange.
 func (mt *Meter) Dialect() Dialect { return mt.dialect }
 
