@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -327,39 +326,7 @@ func TestAnthropicUnknownAndOdd(t *testing.T) {
 // measurement is the same. Every single split point of every fixture is
 // tried, then random multi-way splits.
 func TestAnthropicSplitInvariance(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "anthropic", "*.sse"))
-	if len(files) == 0 {
-		t.Fatal("no fixtures")
-	}
-	rnd := rand.New(rand.NewPCG(3, 4))
-	for _, f := range files {
-		body, _ := os.ReadFile(f)
-		run := func(cuts []int) Measurement {
-			mt := New(newAnthropicMessages(), Options{}, t0)
-			mt.Response(200, "text/event-stream", "")
-			prev := 0
-			for _, c := range append(cuts, len(body)) {
-				mt.Write(body[prev:c], t0.Add(step))
-				prev = c
-			}
-			return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
-		}
-		whole := run(nil)
-		for c := 0; c <= len(body); c++ {
-			if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
-				t.Fatalf("%s: split at %d differs:\n got %+v\nwant %+v", f, c, got, whole)
-			}
-		}
-		for i := 0; i < 50; i++ {
-			var cuts []int
-			for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
-				cuts = append(cuts, c)
-			}
-			if got := run(cuts); !reflect.DeepEqual(got, whole) {
-				t.Fatalf("%s: split measurement differs:\n got %+v\nwant %+v", f, got, whole)
-			}
-		}
-	}
+	checkSplitInvariance(t, func() Dialect { return newAnthropicMessages() }, "anthropic/*.sse", byExtension)
 }
 
 // TestAnthropicEventAllocations: once warm, reading any event of any

@@ -1,7 +1,6 @@
 package meter
 
 import (
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -229,40 +228,7 @@ func TestCohereEventTypeFallback(t *testing.T) {
 // TestCohereSplitInvariance: every split point of every fixture, then random
 // multi-way splits, give the same measurement.
 func TestCohereSplitInvariance(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "cohere", "*"))
-	rnd := rand.New(rand.NewPCG(5, 6))
-	for _, f := range files {
-		body, _ := os.ReadFile(f)
-		ct := "text/event-stream"
-		if filepath.Ext(f) == ".json" {
-			ct = "application/json"
-		}
-		run := func(cuts []int) Measurement {
-			mt := New(cohereChat{}, Options{}, t0)
-			mt.Response(200, ct, "")
-			prev := 0
-			for _, c := range append(cuts, len(body)) {
-				mt.Write(body[prev:c], t0.Add(step))
-				prev = c
-			}
-			return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
-		}
-		whole := run(nil)
-		for c := 0; c <= len(body); c++ {
-			if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
-				t.Fatalf("%s: split at %d differs:\n got %+v\nwant %+v", f, c, got, whole)
-			}
-		}
-		for i := 0; i < 20; i++ {
-			var cuts []int
-			for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
-				cuts = append(cuts, c)
-			}
-			if got := run(cuts); !reflect.DeepEqual(got, whole) {
-				t.Fatalf("%s: split measurement differs:\n got %+v\nwant %+v", f, got, whole)
-			}
-		}
-	}
+	checkSplitInvariance(t, func() Dialect { return cohereChat{} }, "cohere/*", byExtension)
 }
 
 // TestCohereEventAllocations: once warm, reading an event allocates nothing.

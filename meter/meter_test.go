@@ -2,7 +2,6 @@ package meter
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -293,41 +292,10 @@ func TestRequestParameters(t *testing.T) {
 	}
 }
 
-// TestSplitInvariance: however the bytes are cut into writes, the counts,
-// ids and outcome are the same (times differ only by which write completes
-// an event, so they are fed at one instant here). Every single split point
-// of every fixture is tried, then random multi-way splits.
+// TestSplitInvariance: however the bytes are cut into writes, the
+// measurement is the same.
 func TestSplitInvariance(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "openai", "*.sse"))
-	rnd := rand.New(rand.NewPCG(1, 2))
-	for _, f := range files {
-		body, _ := os.ReadFile(f)
-		run := func(cuts []int) Measurement {
-			mt := New(openAIChat{}, Options{}, t0)
-			mt.Response(200, "text/event-stream", "")
-			prev := 0
-			for _, c := range append(cuts, len(body)) {
-				mt.Write(body[prev:c], t0.Add(step))
-				prev = c
-			}
-			return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
-		}
-		whole := run(nil)
-		for c := 0; c <= len(body); c++ {
-			if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
-				t.Fatalf("%s: split at %d differs:\n got %+v\nwant %+v", f, c, got, whole)
-			}
-		}
-		for i := 0; i < 50; i++ {
-			var cuts []int
-			for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
-				cuts = append(cuts, c)
-			}
-			if got := run(cuts); !reflect.DeepEqual(got, whole) {
-				t.Fatalf("%s: split measurement differs:\n got %+v\nwant %+v", f, got, whole)
-			}
-		}
-	}
+	checkSplitInvariance(t, func() Dialect { return openAIChat{} }, "openai/*.sse", byExtension)
 }
 
 func TestStallsAndGaps(t *testing.T) {

@@ -2,7 +2,6 @@ package meter
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -297,38 +296,7 @@ func TestOllamaDetection(t *testing.T) {
 // measurement is the same. Every split point of every fixture, as a stream
 // and as a body, then random multi-way splits.
 func TestOllamaSplitInvariance(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "ollama", "*"))
-	rnd := rand.New(rand.NewPCG(3, 4))
-	for _, f := range files {
-		body, _ := os.ReadFile(f)
-		for _, ct := range []string{"application/x-ndjson", "application/json"} {
-			run := func(cuts []int) Measurement {
-				mt := New(ollama{}, Options{}, t0)
-				mt.Response(200, ct, "")
-				prev := 0
-				for _, c := range append(cuts, len(body)) {
-					mt.Write(body[prev:c], t0.Add(step))
-					prev = c
-				}
-				return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
-			}
-			whole := run(nil)
-			for c := 0; c <= len(body); c++ {
-				if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
-					t.Fatalf("%s as %s: split at %d differs:\n got %+v\nwant %+v", f, ct, c, got, whole)
-				}
-			}
-			for i := 0; i < 20; i++ {
-				var cuts []int
-				for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
-					cuts = append(cuts, c)
-				}
-				if got := run(cuts); !reflect.DeepEqual(got, whole) {
-					t.Fatalf("%s as %s: split measurement differs:\n got %+v\nwant %+v", f, ct, got, whole)
-				}
-			}
-		}
-	}
+	checkSplitInvariance(t, func() Dialect { return ollama{} }, "ollama/*", func(string) []string { return []string{"application/x-ndjson", "application/json"} })
 }
 
 // TestOllamaEventAllocations holds the hot path to its promise: once warm,

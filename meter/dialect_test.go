@@ -1,0 +1,67 @@
+package meter
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// byExtension is the content type a fixture is served with in tests:
+// .json files as a whole body, .ndjson as NDJSON, the rest as SSE.
+func byExtension(file string) []string {
+	switch filepath.Ext(file) {
+	case ".json":
+		return []string{"application/json"}
+	case ".ndjson":
+		return []string{"application/x-ndjson"}
+	}
+	return []string{"text/event-stream"}
+}
+
+// checkSplitInvariance is the test every dialect shares: however a fixture's
+// bytes are cut into writes (every single cut point, then random multi-way
+// cuts), the measurement is the one of the whole input. Times are fed at
+// one instant, since which write completes an event is all a cut changes.
+func checkSplitInvariance(t *testing.T, newDialect func() Dialect, glob string, contentTypes func(file string) []string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", glob))
+	if len(files) == 0 {
+		t.Fatalf("no fixtures match %s", glob)
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ct := range contentTypes(f) {
+			run := func(cuts []int) Measurement {
+				mt := New(newDialect(), Options{}, t0)
+				mt.Response(200, ct, "")
+				prev := 0
+				for _, c := range append(cuts, len(body)) {
+					mt.Write(body[prev:c], t0.Add(step))
+					prev = c
+				}
+				return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
+			}
+			whole := run(nil)
+			for c := 0; c <= len(body); c++ {
+				if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
+					t.Fatalf("%s as %s: split at %d differs:\n got %+v\nwant %+v", f, ct, c, got, whole)
+				}
+			}
+			for i := 0; i < 20; i++ {
+				var cuts []int
+				for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
+					cuts = append(cuts, c)
+				}
+				if got := run(cuts); !reflect.DeepEqual(got, whole) {
+					t.Fatalf("%s as %s: split measurement differs:\n got %+v\nwant %+v", f, ct, got, whole)
+				}
+			}
+		}
+	}
+}
