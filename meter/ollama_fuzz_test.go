@@ -1,57 +1,13 @@
 package meter
 
-import (
-	"os"
-	"path/filepath"
-	"reflect"
-	"testing"
-)
+import "testing"
 
 // FuzzOllama feeds arbitrary bytes to the Ollama native dialect as an NDJSON stream and as a
-// body. Whatever the input, reading it must not panic, and cutting the
+// body: whatever the input, reading it must not panic, and cutting the
 // stream at any point must not change what is measured.
 func FuzzOllama(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "ollama", "*"))
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		// Every event boundary and its neighbours; TestOllamaSplitInvariance
-		// already covers every split point without the fuzzer's overhead.
-		f.Add(b, uint16(0))
-		for i := 0; i < len(b); i++ {
-			if b[i] == '\n' {
-				for _, c := range []int{i - 1, i, i + 1} {
-					if c >= 0 && c <= len(b) {
-						f.Add(b, uint16(c))
-					}
-				}
-			}
-		}
-	}
+	fuzzSeeds(f, "ollama")
 	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
-		c := int(cut) % (len(data) + 1)
-		run := func(contentType string, pieces ...[]byte) Measurement {
-			mt := New(ollama{}, Options{MaxEventSize: 4096}, t0)
-			mt.Request("/api/chat", data, false)
-			mt.Response(200, contentType, "")
-			for _, p := range pieces {
-				mt.Write(p, t0.Add(step))
-			}
-			return *mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-		}
-		whole := run("application/x-ndjson", data)
-		split := run("application/x-ndjson", data[:c], data[c:])
-		if !reflect.DeepEqual(whole, split) {
-			t.Fatalf("cut at %d changed the measurement:\nwhole %+v\nsplit %+v", c, whole, split)
-		}
-		if whole.Usage.OutputTokens < -1 || whole.Chunks < 0 || whole.EstimatedOutputTokens < 0 {
-			t.Fatalf("impossible counts: %+v", whole)
-		}
-		body := run("application/json", data[:c], data[c:])
-		if body.Usage.OutputTokens < -1 || body.EstimatedOutputTokens < 0 {
-			t.Fatalf("impossible counts: %+v", body)
-		}
+		fuzzDialect(t, func() Dialect { return ollama{} }, "/api/chat", "application/x-ndjson", data, cut)
 	})
 }
