@@ -70,7 +70,7 @@ func (*anthropicMessages) Request(r *Request, _ string, body []byte) {
 // Event implements Dialect. The event's kind is the JSON "type", which
 // Anthropic always repeats, else the SSE event name; an `event: error` is a
 // failure whatever its payload says, as in Anthropic's SDKs. Members are
-// read raw (see rawMembers) because text deltas are full of escapes.
+// read raw (see jsonraw.go) because text deltas are full of escapes.
 func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
@@ -119,8 +119,9 @@ func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 	case "message_delta":
 		rawMembers(delta, func(k, v string) bool {
 			if k == "stop_reason" {
-				if r, ok := rawStr(v); ok {
-					o.FinishReason(0, bytesOf(r))
+				var b rawBuf
+				if r, ok := rawStr(v, b[:0]); ok {
+					o.FinishReason(0, r)
 				}
 				return false
 			}
@@ -130,7 +131,8 @@ func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 	case "message_stop":
 		o.Done()
 	case "error":
-		o.Error(anthropicErrorType(errObj))
+		var b rawBuf
+		o.Error(anthropicErrorType(errObj, b[:0]))
 	}
 	// ping, content_block_stop and unknown types ("new event types may be
 	// added") are chunks, not tokens.
@@ -179,18 +181,19 @@ func anthropicDelta(o *Observer, d string) {
 // content, for servers that report no usage.
 func (a *anthropicMessages) readMessage(o *Observer, msg string, whole bool) (tokens int64) {
 	rawMembers(msg, func(k, v string) bool {
+		var b rawBuf
 		switch k {
 		case "id":
-			if s, ok := rawStr(v); ok {
-				o.ResponseID(bytesOf(s))
+			if s, ok := rawStr(v, b[:0]); ok {
+				o.ResponseID(s)
 			}
 		case "model":
-			if s, ok := rawStr(v); ok {
-				o.Model(bytesOf(s))
+			if s, ok := rawStr(v, b[:0]); ok {
+				o.Model(s)
 			}
 		case "stop_reason":
-			if s, ok := rawStr(v); ok {
-				o.FinishReason(0, bytesOf(s))
+			if s, ok := rawStr(v, b[:0]); ok {
+				o.FinishReason(0, s)
 			}
 		case "usage":
 			a.readUsage(o, v, whole)
@@ -286,7 +289,8 @@ func (a *anthropicMessages) Body(o *Observer, body []byte) {
 		return true
 	})
 	if typ == `"error"` {
-		o.Error(anthropicErrorType(errObj))
+		var b rawBuf
+		o.Error(anthropicErrorType(errObj, b[:0]))
 		return
 	}
 	if n := a.readMessage(o, view(body), true); n > 0 {
@@ -294,179 +298,11 @@ func (a *anthropicMessages) Body(o *Observer, body []byte) {
 	}
 }
 
-// anthropicErrorType is the error object's type, e.g. "overloaded_error".
-func anthropicErrorType(e string) []byte {
-	var typ []byte
-	rawMembers(e, func(k, v string) bool {
-		if k == "type" {
-			if s, ok := rawStr(v); ok {
-				typ = bytesOf(s)
-			}
-			return false
-		}
-		return true
-	})
+// anthropicErrorType is the error object's type, e.g. "overloaded_error",
+// decoded into buf if it has escapes.
+func anthropicErrorType(e string, buf []byte) []byte {
+	typ, _ := rawStr(rawMember(e, "type"), buf)
 	return typ
-}
-
-// rawMembers calls fn with the key and raw value of each member of the JSON
-// object obj, stopping when fn returns false or the object is malformed.
-// Unlike gjson's ForEach it never decodes a string, which would allocate for
-// every text delta with a newline or a quote in it; keys are compared as
-// written, and the keys dialects look for have no escapes.
-func rawMembers(obj string, fn func(key, val string) bool) {
-	i := skipJSONSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i++
-	for {
-		i = skipJSONSpace(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
-			return
-		}
-		end := skipJSONString(obj, i)
-		if end < 0 {
-			return
-		}
-		key := obj[i+1 : end-1]
-		i = skipJSONSpace(obj, end)
-		if i >= len(obj) || obj[i] != ':' {
-			return
-		}
-		i = skipJSONSpace(obj, i+1)
-		end = skipJSONValue(obj, i)
-		if end < 0 {
-			return
-		}
-		if !fn(key, obj[i:end]) {
-			return
-		}
-		i = skipJSONSpace(obj, end)
-		if i >= len(obj) || obj[i] != ',' {
-			return
-		}
-		i++
-	}
-}
-
-// rawElements calls fn with each raw element of the JSON array arr.
-func rawElements(arr string, fn func(val string) bool) {
-	i := skipJSONSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return
-	}
-	i++
-	for {
-		i = skipJSONSpace(arr, i)
-		end := skipJSONValue(arr, i)
-		if end < 0 {
-			return
-		}
-		if !fn(arr[i:end]) {
-			return
-		}
-		i = skipJSONSpace(arr, end)
-		if i >= len(arr) || arr[i] != ',' {
-			return
-		}
-		i++
-	}
-}
-
-func skipJSONSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipJSONString returns the index just past the string that starts with
-// the quote at s[i], or -1 when it is not closed.
-func skipJSONString(s string, i int) int {
-	for j := i + 1; j < len(s); j++ {
-		switch s[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipJSONValue returns the index just past the value that starts at s[i],
-// or -1 when there is none or it is cut short. Brackets are only counted,
-// not matched: a lenient reader, as gjson is.
-func skipJSONValue(s string, i int) int {
-	if i >= len(s) {
-		return -1
-	}
-	switch s[i] {
-	case '"':
-		return skipJSONString(s, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(s); j++ {
-			switch s[j] {
-			case '"':
-				e := skipJSONString(s, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	case ',', '}', ']', ':':
-		return -1
-	}
-	j := i
-	for j < len(s) && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] > ' ' {
-		j++
-	}
-	return j
-}
-
-// rawText is the inside of a raw JSON string, escapes kept: what
-// EstimateTokens reads. ok is false when raw is not a string.
-func rawText(raw string) (s string, ok bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	return raw[1 : len(raw)-1], true
-}
-
-// rawStr decodes a raw JSON string; only one with escapes allocates.
-func rawStr(raw string) (string, bool) {
-	s, ok := rawText(raw)
-	if !ok {
-		return "", false
-	}
-	if bytes.IndexByte(bytesOf(s), '\\') >= 0 {
-		return gjson.Parse(raw).Str, true
-	}
-	return s, true
-}
-
-// rawCount reads a raw JSON number as a token count; negative or
-// non-numeric values are not counts.
-func rawCount(raw string) (int64, bool) {
-	if len(raw) == 0 || raw[0] < '0' || raw[0] > '9' {
-		return 0, false
-	}
-	r := gjson.Parse(raw)
-	if r.Type != gjson.Number {
-		return 0, false
-	}
-	return r.Int(), true
 }
 
 // estimateText is EstimateTokens made safe for bytes it does not expect. A

@@ -61,16 +61,17 @@ const bedrockMediaType = "application/vnd.amazon.eventstream"
 const (
 	bedrockExceptionPrefix = "exception:" // + :exception-type, a modelled error
 	bedrockErrorPrefix     = "error:"     // + :error-code, an unmodelled error
-	bedrockCorrupt         = ":corrupt"   // the framing broke; nothing more will come
 )
 
 // bedrock reads both Bedrock APIs; invoke says which. It keeps the parts of
 // the input count, because the sum semconv wants is not what any one event
-// says, and a buffer for the base64-decoded model-native chunks.
+// says, and buffers for the base64-decoded model-native chunks and for the
+// base64 itself when its JSON string has escapes ("\/").
 type bedrock struct {
 	invoke                       bool
 	input, cacheRead, cacheWrite int64
 	native                       []byte
+	unescaped                    []byte
 	framer                       bedrockFramer
 }
 
@@ -185,9 +186,6 @@ func (b *bedrock) Event(o *Observer, ev *sse.Event) {
 	case bytes.HasPrefix(typ, []byte(bedrockErrorPrefix)):
 		o.Error(typ[len(bedrockErrorPrefix):])
 		return
-	case string(typ) == bedrockCorrupt:
-		o.Degrade("eventstream_corrupt")
-		return
 	}
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
@@ -206,19 +204,22 @@ func (b *bedrock) Event(o *Observer, ev *sse.Event) {
 // readConverseEvent reads one ConverseStream event. messageStart (the role),
 // contentBlockStart (a tool's name and id) and contentBlockStop carry no
 // generated output; nor does the random-length "p" padding every event has.
+// Events are read with the raw reader of jsonraw.go, because generated text
+// is full of escapes, which a decoding reader allocates for.
 func (b *bedrock) readConverseEvent(o *Observer, typ []byte, s string) {
 	switch string(typ) {
 	case "contentBlockDelta":
-		bedrockConverseDelta(o, bedrockMember(s, "delta"))
+		bedrockConverseDelta(o, rawMember(s, "delta"))
 	case "messageStop":
-		if r := gjson.Get(s, "stopReason"); r.Type == gjson.String {
-			o.FinishReason(0, bytesOf(r.Str))
+		var buf rawBuf
+		if r, ok := rawStr(rawMember(s, "stopReason"), buf[:0]); ok {
+			o.FinishReason(0, r)
 		}
 		// The generation is over; the metadata event that follows only
 		// reports on it, so a stream that loses it is still complete.
 		o.Done()
 	case "metadata":
-		b.readConverseMetadata(o, gjson.Parse(s))
+		b.readConverseMetadata(o, s)
 		o.Done()
 	}
 }
@@ -229,18 +230,18 @@ func (b *bedrock) readConverseEvent(o *Observer, typ []byte, s string) {
 func bedrockConverseDelta(o *Observer, d string) {
 	var tokens int64
 	var output, visible bool
-	bedrockMembers(d, func(k, v string) bool {
+	rawMembers(d, func(k, v string) bool {
 		var text string
 		switch k {
 		case "text":
 			text = v
 		case "reasoningContent":
-			text = bedrockMember(v, "text")
+			text = rawMember(v, "text")
 		case "toolUse":
 			// The first delta of a tool call may be "": not a token.
-			text = bedrockMember(v, "input")
+			text = rawMember(v, "input")
 		}
-		if t, ok := bedrockText(text); ok {
+		if t, ok := rawText(text); ok && t != "" {
 			tokens += EstimateTokens(bytesOf(t))
 			output = true
 			visible = visible || k == "text"
@@ -255,14 +256,14 @@ func bedrockConverseDelta(o *Observer, d string) {
 // readConverseMetadata reads the usage and metrics of the metadata event
 // (or a whole Converse response). AWS documents inputTokens as excluding
 // the cache reads and writes, so the semconv input is their sum.
-func (b *bedrock) readConverseMetadata(o *Observer, m gjson.Result) {
-	m.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+func (b *bedrock) readConverseMetadata(o *Observer, m string) {
+	rawMembers(m, func(k, v string) bool {
+		switch k {
 		case "usage":
 			b.readUsage(o, v, "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
 		case "metrics":
-			if l := v.Get("latencyMs"); l.Type == gjson.Number {
-				o.ServerTiming("latency", l.Float()/1000)
+			if l, ok := rawFloat(rawMember(v, "latencyMs")); ok {
+				o.ServerTiming("latency", l/1000)
 			}
 		}
 		return true
@@ -272,26 +273,27 @@ func (b *bedrock) readConverseMetadata(o *Observer, m gjson.Result) {
 // readUsage merges a usage object whose field names are given: the input
 // parts are kept, so the reported input is always the sum of the latest
 // value of each.
-func (b *bedrock) readUsage(o *Observer, u gjson.Result, input, output, cacheRead, cacheWrite string) {
-	if !u.IsObject() {
+func (b *bedrock) readUsage(o *Observer, u string, input, output, cacheRead, cacheWrite string) {
+	if rawKindOf(u) != kindObject {
 		return
 	}
 	out := unknownUsage
 	found := false
-	u.ForEach(func(k, v gjson.Result) bool {
-		if v.Type != gjson.Number || v.Int() < 0 || k.Str == "" {
+	rawMembers(u, func(k, v string) bool {
+		n, ok := rawInt(v)
+		if !ok || n < 0 || k == "" {
 			return true
 		}
 		// An empty name is a field this object does not have.
-		switch k.Str {
+		switch k {
 		case input:
-			b.input, found = v.Int(), true
+			b.input, found = n, true
 		case cacheRead:
-			b.cacheRead, found = v.Int(), true
+			b.cacheRead, found = n, true
 		case cacheWrite:
-			b.cacheWrite, found = v.Int(), true
+			b.cacheWrite, found = n, true
 		case output:
-			out.OutputTokens, found = v.Int(), true
+			out.OutputTokens, found = n, true
 		}
 		return true
 	})
@@ -310,14 +312,19 @@ func (b *bedrock) readUsage(o *Observer, u gjson.Result, input, output, cacheRea
 // base64 of one model-native JSON event, decoded into a buffer kept for the
 // exchange.
 func (b *bedrock) readChunk(o *Observer, s string) {
-	enc := gjson.Get(s, "bytes")
-	if enc.Type != gjson.String {
+	enc, ok := rawText(rawMember(s, "bytes"))
+	if !ok {
 		o.Degrade("chunk_without_bytes")
 		return
 	}
-	// Str is the raw bytes unless the JSON escaped a "/" as "\/", in which
-	// case gjson unescapes it into a new string: rare, and still right.
-	src := bytesOf(enc.Str)
+	// The base64 is read in place unless the JSON escaped a "/" as "\/"
+	// (or anything else), which is then decoded into a buffer kept for
+	// the exchange.
+	src := bytesOf(enc)
+	if strings.IndexByte(enc, '\\') >= 0 {
+		b.unescaped = rawUnescape(b.unescaped[:0], enc)
+		src = b.unescaped
+	}
 	// Room for either decoding: unpadded input needs more than padded.
 	size := max(base64.StdEncoding.DecodedLen(len(src)), base64.RawStdEncoding.DecodedLen(len(src)))
 	if cap(b.native) < size {
@@ -349,7 +356,7 @@ func (b *bedrock) readNative(o *Observer, s string) {
 	var typ, message, delta, usage, errObj, metrics string
 	var tokens int64
 	var output bool
-	bedrockMembers(s, func(k, v string) bool {
+	rawMembers(s, func(k, v string) bool {
 		switch k {
 		case "type":
 			typ = v
@@ -365,13 +372,14 @@ func (b *bedrock) readNative(o *Observer, s string) {
 			metrics = v
 		case "generation":
 			// Llama's text. Its first chunk is often "".
-			if t, ok := bedrockText(v); ok {
+			if t, ok := rawText(v); ok && t != "" {
 				tokens += EstimateTokens(bytesOf(t))
 				output = true
 			}
 		case "stop_reason":
-			if t, ok := bedrockText(v); ok {
-				o.FinishReason(0, bytesOf(t))
+			var buf rawBuf
+			if r, ok := rawStr(v, buf[:0]); ok {
+				o.FinishReason(0, r)
 			}
 		}
 		return true
@@ -386,15 +394,16 @@ func (b *bedrock) readNative(o *Observer, s string) {
 		// Its usage.output_tokens is a placeholder that message_delta
 		// replaces: a stream cut before then is better served by the
 		// estimate.
-		gjson.Parse(message).ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
+		rawMembers(message, func(k, v string) bool {
+			var buf rawBuf
+			switch k {
 			case "id":
-				if v.Type == gjson.String {
-					o.ResponseID(bytesOf(v.Str))
+				if id, ok := rawStr(v, buf[:0]); ok {
+					o.ResponseID(id)
 				}
 			case "model":
-				if v.Type == gjson.String {
-					o.Model(bytesOf(v.Str))
+				if m, ok := rawStr(v, buf[:0]); ok {
+					o.Model(m)
 				}
 			case "usage":
 				b.readUsage(o, v, "input_tokens", "", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -402,19 +411,21 @@ func (b *bedrock) readNative(o *Observer, s string) {
 			return true
 		})
 	case `"message_delta"`:
-		if r, ok := bedrockText(bedrockMember(delta, "stop_reason")); ok {
-			o.FinishReason(0, bytesOf(r))
+		var buf rawBuf
+		if r, ok := rawStr(rawMember(delta, "stop_reason"), buf[:0]); ok {
+			o.FinishReason(0, r)
 		}
 		// Cumulative, like all of Anthropic's usage: the last value wins.
-		b.readUsage(o, gjson.Parse(usage), "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+		b.readUsage(o, usage, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 	case `"message_stop"`:
 		o.Done()
 	case `"error"`:
-		t, _ := bedrockText(bedrockMember(errObj, "type"))
-		o.Error(bytesOf(t))
+		var buf rawBuf
+		t, _ := rawStr(rawMember(errObj, "type"), buf[:0])
+		o.Error(t)
 	}
-	if metrics != "" && metrics[0] == '{' {
-		b.readInvocationMetrics(o, gjson.Parse(metrics))
+	if rawKindOf(metrics) == kindObject {
+		b.readInvocationMetrics(o, metrics)
 		o.Done()
 	}
 }
@@ -424,7 +435,7 @@ func (b *bedrock) readNative(o *Observer, s string) {
 // citations_delta or the "" that starts every tool input is nothing.
 func bedrockAnthropicDelta(o *Observer, d string) {
 	var typ, text string
-	bedrockMembers(d, func(k, v string) bool {
+	rawMembers(d, func(k, v string) bool {
 		switch k {
 		case "type":
 			typ = v
@@ -435,7 +446,7 @@ func bedrockAnthropicDelta(o *Observer, d string) {
 	})
 	switch typ {
 	case `"text_delta"`, `"thinking_delta"`, `"input_json_delta"`:
-		if t, ok := bedrockText(text); ok {
+		if t, ok := rawText(text); ok && t != "" {
 			o.Output(EstimateTokens(bytesOf(t)), typ == `"text_delta"`)
 		}
 	}
@@ -445,17 +456,18 @@ func bedrockAnthropicDelta(o *Observer, d string) {
 // copies the model's own counts, so for Claude inputTokenCount excludes the
 // cache counts, as Anthropic's input_tokens does. Latencies are in ms:
 // firstByteLatency is Bedrock's own time to first token.
-func (b *bedrock) readInvocationMetrics(o *Observer, m gjson.Result) {
+func (b *bedrock) readInvocationMetrics(o *Observer, m string) {
 	b.readUsage(o, m, "inputTokenCount", "outputTokenCount", "cacheReadInputTokenCount", "cacheWriteInputTokenCount")
-	m.ForEach(func(k, v gjson.Result) bool {
-		if v.Type != gjson.Number {
+	rawMembers(m, func(k, v string) bool {
+		f, ok := rawFloat(v)
+		if !ok {
 			return true
 		}
-		switch k.Str {
+		switch k {
 		case "invocationLatency":
-			o.ServerTiming("invocation_latency", v.Float()/1000)
+			o.ServerTiming("invocation_latency", f/1000)
 		case "firstByteLatency":
-			o.ServerTiming("first_byte_latency", v.Float()/1000)
+			o.ServerTiming("first_byte_latency", f/1000)
 		}
 		return true
 	})
@@ -518,7 +530,7 @@ func (b *bedrock) readConverseBody(o *Observer, root gjson.Result) {
 				}
 			}
 			if text.Type == gjson.String {
-				tokens += EstimateTokens(rawString(text))
+				tokens += EstimateTokens(gjsonText(text))
 			}
 			return true
 		})
@@ -527,7 +539,7 @@ func (b *bedrock) readConverseBody(o *Observer, root gjson.Result) {
 	if r := root.Get("stopReason"); r.Type == gjson.String {
 		o.FinishReason(0, bytesOf(r.Str))
 	}
-	b.readConverseMetadata(o, root)
+	b.readConverseMetadata(o, root.Raw)
 	if tokens > 0 {
 		o.Output(tokens, true)
 	}
@@ -548,14 +560,14 @@ func (b *bedrock) readAnthropicBody(o *Observer, root gjson.Result) {
 				o.FinishReason(0, bytesOf(v.Str))
 			}
 		case "usage":
-			b.readUsage(o, v, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+			b.readUsage(o, v.Raw, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 		case "content":
 			v.ForEach(func(_, block gjson.Result) bool {
 				switch block.Get("type").Str {
 				case "text":
-					tokens += EstimateTokens(rawString(block.Get("text")))
+					tokens += EstimateTokens(gjsonText(block.Get("text")))
 				case "thinking":
-					tokens += EstimateTokens(rawString(block.Get("thinking")))
+					tokens += EstimateTokens(gjsonText(block.Get("thinking")))
 				case "tool_use":
 					tokens += EstimateTokens(bytesOf(block.Get("input").Raw))
 				}
@@ -571,13 +583,23 @@ func (b *bedrock) readAnthropicBody(o *Observer, root gjson.Result) {
 
 // readLlamaBody reads a whole Llama response, whose counts are totals.
 func (b *bedrock) readLlamaBody(o *Observer, root gjson.Result) {
-	b.readUsage(o, root, "prompt_token_count", "generation_token_count", "", "")
+	b.readUsage(o, root.Raw, "prompt_token_count", "generation_token_count", "", "")
 	if r := root.Get("stop_reason"); r.Type == gjson.String {
 		o.FinishReason(0, bytesOf(r.Str))
 	}
 	if g := root.Get("generation"); g.Type == gjson.String {
-		if n := EstimateTokens(rawString(g)); n > 0 {
+		if n := EstimateTokens(gjsonText(g)); n > 0 {
 			o.Output(n, true)
 		}
 	}
+}
+
+// gjsonText is the inside of a gjson string result, escapes kept, as
+// EstimateTokens reads it: for the whole bodies, read with gjson.
+func gjsonText(v gjson.Result) []byte {
+	r := v.Raw
+	if len(r) >= 2 {
+		r = r[1 : len(r)-1]
+	}
+	return bytesOf(r)
 }

@@ -7,13 +7,13 @@ import (
 
 // bedrockFramer adapts the event stream decoder to the Meter: each message
 // becomes an sse.Event whose Type is the :event-type (or a prefixed
-// exception type or error code) and whose Data is the payload.
+// exception type or error code) and whose Data is the payload. A broken
+// framing is reported by Faults, not as an event.
 type bedrockFramer struct {
-	dec    eventstream.Decoder
-	emit   func(*sse.Event)
-	ev     sse.Event
-	typ    []byte
-	broken bool
+	dec  eventstream.Decoder
+	emit func(*sse.Event)
+	ev   sse.Event
+	typ  []byte
 }
 
 func (f *bedrockFramer) init(maxEvent int, emit func(*sse.Event)) {
@@ -21,20 +21,13 @@ func (f *bedrockFramer) init(maxEvent int, emit func(*sse.Event)) {
 	f.dec.MaxMessageSize = maxEvent
 	f.dec.OnMessage = f.onMessage
 	f.emit = emit
-	f.broken = false
 }
 
-// Write implements Framer. When the framing breaks, the dialect is told with
-// one event of type bedrockCorrupt: the Framer interface has no other way
-// to reach the Observer, and the measurement must say why it stopped.
+// Write implements Framer. When the framing breaks (a bad checksum, or
+// bytes that are no event stream at all), the decoder stops: Faults says so
+// at Finish.
 func (f *bedrockFramer) Write(p []byte) (int, error) {
 	n, _ := f.dec.Write(p)
-	if !f.broken && f.dec.Stats().Errors > 0 {
-		f.broken = true
-		f.ev = sse.Event{Type: []byte(bedrockCorrupt)}
-		f.emit(&f.ev)
-		f.ev = sse.Event{}
-	}
 	return n, nil
 }
 
@@ -44,6 +37,16 @@ func (f *bedrockFramer) Close() { f.dec.Close() }
 
 // Oversized implements Framer.
 func (f *bedrockFramer) Oversized() int64 { return f.dec.Stats().Oversized }
+
+// Faults implements FramerFaults: the decoder stops at the first fault, so
+// there is at most one, and the measurement says the stream broke rather
+// than ended.
+func (f *bedrockFramer) Faults() (n int64, reason string) {
+	if n = f.dec.Stats().Errors; n > 0 {
+		reason = "eventstream_corrupt"
+	}
+	return n, reason
+}
 
 func (f *bedrockFramer) onMessage(m *eventstream.Message) {
 	switch string(m.MessageType) {

@@ -2,7 +2,6 @@ package meter
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -48,6 +47,9 @@ func (cohereChat) Request(r *Request, _ string, body []byte) {
 	}
 }
 
+// Event reads one event with the raw reader of jsonraw.go: text deltas and
+// tool-call arguments are full of escapes, which a decoding reader
+// allocates for.
 func (cohereChat) Event(o *Observer, ev *sse.Event) {
 	data := bytes.TrimSpace(ev.Data)
 	if bytes.Equal(data, doneMarker) {
@@ -60,9 +62,9 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 		o.Degrade("event_not_json")
 		return
 	}
-	var typ, id, delta gjson.Result
-	gjson.Parse(view(data)).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	var typ, id, delta string
+	rawMembers(view(data), func(k, v string) bool {
+		switch k {
 		case "type":
 			typ = v
 		case "id":
@@ -72,33 +74,36 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 		}
 		return true
 	})
-	t := typ.Str
-	if typ.Type != gjson.String {
+	t, ok := rawText(typ)
+	if !ok {
 		// The JSON names its type on every documented event; the SSE
 		// event field is the same name, kept as a fallback.
 		t = view(ev.Type)
 	}
-	if id.Type == gjson.String {
-		o.ResponseID(bytesOf(id.Str))
+	var b rawBuf
+	if id, ok := rawStr(id, b[:0]); ok {
+		o.ResponseID(id)
 	}
+	message := rawMember(delta, "message")
 	switch t {
 	case "content-start", "content-delta":
 		// content-start normally opens a block with empty text; if it
 		// ever carries text, that text is output too.
-		c := delta.Get("message.content")
-		if n := cohereTextTokens(c.Get("text")); n > 0 {
+		c := rawMember(message, "content")
+		if n := cohereTextTokens(rawMember(c, "text")); n > 0 {
 			o.Output(n, true)
-		} else if n := cohereTextTokens(c.Get("thinking")); n > 0 {
+		} else if n := cohereTextTokens(rawMember(c, "thinking")); n > 0 {
 			o.Output(n, false)
 		}
 	case "tool-plan-delta":
 		// The plan a model writes before calling tools is generated text
 		// the client does not show as the answer.
-		if n := cohereTextTokens(delta.Get("message.tool_plan")); n > 0 {
+		if n := cohereTextTokens(rawMember(message, "tool_plan")); n > 0 {
 			o.Output(n, false)
 		}
 	case "tool-call-start", "tool-call-delta":
-		if n := cohereTextTokens(delta.Get("message.tool_calls.function.arguments")); n > 0 {
+		args := rawMember(rawMember(rawMember(message, "tool_calls"), "function"), "arguments")
+		if n := cohereTextTokens(args); n > 0 {
 			o.Output(n, false)
 		}
 	case "message-end":
@@ -109,16 +114,17 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 
 // readCohereEnd reads message-end's delta, which has the same shape as the
 // finish_reason and usage of a whole response.
-func readCohereEnd(o *Observer, d gjson.Result) {
+func readCohereEnd(o *Observer, d string) {
 	var failed, message bool
-	d.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	rawMembers(d, func(k, v string) bool {
+		switch k {
 		case "finish_reason":
 			failed = readCohereFinish(o, v)
 		case "usage":
 			readCohereUsage(o, v)
 		case "error":
-			message = v.Type == gjson.String && v.Str != ""
+			t, ok := rawText(v)
+			message = ok && t != ""
 		}
 		return true
 	})
@@ -129,16 +135,19 @@ func readCohereEnd(o *Observer, d gjson.Result) {
 	}
 }
 
-// readCohereFinish records the finish reason and reports whether it says
-// generation failed: ERROR (and v1's ERROR_TOXIC, ERROR_LIMIT) and TIMEOUT
-// do, and the reason is then the low-cardinality name of the failure.
-func readCohereFinish(o *Observer, v gjson.Result) (failed bool) {
-	if v.Type != gjson.String || v.Str == "" {
+// readCohereFinish records the finish reason, a raw JSON value, and
+// reports whether it says generation failed: ERROR (and v1's ERROR_TOXIC,
+// ERROR_LIMIT) and TIMEOUT do, and the reason is then the low-cardinality
+// name of the failure.
+func readCohereFinish(o *Observer, v string) (failed bool) {
+	var b rawBuf
+	r, ok := rawStr(v, b[:0])
+	if !ok || len(r) == 0 {
 		return false
 	}
-	o.FinishReason(0, bytesOf(v.Str))
-	if strings.HasPrefix(v.Str, "ERROR") || v.Str == "TIMEOUT" {
-		o.Error(bytesOf(v.Str))
+	o.FinishReason(0, r)
+	if bytes.HasPrefix(r, []byte("ERROR")) || string(r) == "TIMEOUT" {
+		o.Error(r)
 		return true
 	}
 	return false
@@ -148,20 +157,20 @@ func readCohereFinish(o *Observer, v gjson.Result) (failed bool) {
 // not billed_units, which leaves out the system preamble and cached input
 // and can be far smaller. tokens.input_tokens already includes
 // cached_tokens.
-func readCohereUsage(o *Observer, u gjson.Result) {
+func readCohereUsage(o *Observer, u string) {
 	out := unknownUsage
-	u.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	rawMembers(u, func(k, v string) bool {
+		switch k {
 		case "tokens":
-			if t := v.Get("input_tokens"); t.Type == gjson.Number {
-				out.InputTokens = t.Int()
+			if n, ok := rawInt(rawMember(v, "input_tokens")); ok {
+				out.InputTokens = n
 			}
-			if t := v.Get("output_tokens"); t.Type == gjson.Number {
-				out.OutputTokens = t.Int()
+			if n, ok := rawInt(rawMember(v, "output_tokens")); ok {
+				out.OutputTokens = n
 			}
 		case "cached_tokens":
-			if v.Type == gjson.Number {
-				out.CacheReadInputTokens = v.Int()
+			if n, ok := rawInt(v); ok {
+				out.CacheReadInputTokens = n
 			}
 		}
 		return true
@@ -182,34 +191,35 @@ func (cohereChat) Body(o *Observer, body []byte) {
 	}
 	var tokens int64
 	var output, visible bool
-	gjson.Parse(view(body)).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	rawMembers(view(body), func(k, v string) bool {
+		switch k {
 		case "id":
-			if v.Type == gjson.String {
-				o.ResponseID(bytesOf(v.Str))
+			var b rawBuf
+			if id, ok := rawStr(v, b[:0]); ok {
+				o.ResponseID(id)
 			}
 		case "finish_reason":
 			readCohereFinish(o, v)
 		case "usage":
 			readCohereUsage(o, v)
 		case "message":
-			if !v.IsObject() {
+			if rawKindOf(v) != kindObject {
 				break
 			}
-			v.Get("content").ForEach(func(_, part gjson.Result) bool {
-				if n := cohereTextTokens(part.Get("text")); n > 0 {
+			rawValues(rawMember(v, "content"), func(part string) bool {
+				if n := cohereTextTokens(rawMember(part, "text")); n > 0 {
 					tokens, output, visible = tokens+n, true, true
 				}
-				if n := cohereTextTokens(part.Get("thinking")); n > 0 {
+				if n := cohereTextTokens(rawMember(part, "thinking")); n > 0 {
 					tokens, output = tokens+n, true
 				}
 				return true
 			})
-			if n := cohereTextTokens(v.Get("tool_plan")); n > 0 {
+			if n := cohereTextTokens(rawMember(v, "tool_plan")); n > 0 {
 				tokens, output = tokens+n, true
 			}
-			v.Get("tool_calls").ForEach(func(_, call gjson.Result) bool {
-				if n := cohereTextTokens(call.Get("function.arguments")); n > 0 {
+			rawValues(rawMember(v, "tool_calls"), func(call string) bool {
+				if n := cohereTextTokens(rawMember(rawMember(call, "function"), "arguments")); n > 0 {
 					tokens, output = tokens+n, true
 				}
 				return true
@@ -222,11 +232,11 @@ func (cohereChat) Body(o *Observer, body []byte) {
 	}
 }
 
-// cohereTextTokens estimates a JSON string's tokens; anything else, and
+// cohereTextTokens estimates a raw JSON string's tokens; anything else, and
 // the empty strings that open content blocks and tool calls, is none.
-func cohereTextTokens(v gjson.Result) int64 {
-	if v.Type != gjson.String || v.Raw == `""` {
-		return 0
+func cohereTextTokens(v string) int64 {
+	if t, ok := rawText(v); ok && t != "" {
+		return max(EstimateTokens(bytesOf(t)), 1)
 	}
-	return max(EstimateTokens(rawString(v)), 1)
+	return 0
 }

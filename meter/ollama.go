@@ -96,7 +96,8 @@ var ollamaDurations = [...]struct{ key, name string }{
 }
 
 // readOllamaLine reads one /api/chat or /api/generate object in one pass
-// over its top-level keys.
+// over its top-level keys, with the raw reader of jsonraw.go: generated
+// text is full of escapes, which a decoding reader allocates for.
 func readOllamaLine(o *Observer, line []byte) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || line[0] != '{' {
@@ -107,15 +108,16 @@ func readOllamaLine(o *Observer, line []byte) {
 		tokens          int64
 		output, visible bool
 		done            bool
-		reason          gjson.Result
+		reason          string
 		in, out         = int64(-1), int64(-1)
-		durations       [len(ollamaDurations)]gjson.Result
+		durations       [len(ollamaDurations)]string
 	)
-	gjson.Parse(view(line)).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	rawMembers(view(line), func(k, v string) bool {
+		switch k {
 		case "model":
-			if v.Type == gjson.String {
-				o.Model(bytesOf(v.Str))
+			var b rawBuf
+			if m, ok := rawStr(v, b[:0]); ok {
+				o.Model(m)
 			}
 		case "message":
 			n, out, vis := readOllamaMessage(v)
@@ -131,26 +133,27 @@ func readOllamaLine(o *Observer, line []byte) {
 				tokens, output = tokens+n, true
 			}
 		case "done":
-			done = v.Type == gjson.True
+			done = rawKindOf(v) == kindTrue
 		case "done_reason":
 			reason = v
 		case "prompt_eval_count":
-			if v.Type == gjson.Number {
-				in = v.Int()
+			if n, ok := rawInt(v); ok {
+				in = n
 			}
 		case "eval_count":
-			if v.Type == gjson.Number {
-				out = v.Int()
+			if n, ok := rawInt(v); ok {
+				out = n
 			}
 		case "error":
 			// The message is free text ("model requires more system
 			// memory ..."), too varied to be an error type.
-			if v.Type == gjson.String || v.IsObject() {
-				o.Error(errorType(v))
+			if kind := rawKindOf(v); kind == kindString || kind == kindObject {
+				var b rawBuf
+				o.Error(errorType(v, b[:0]))
 			}
 		default:
 			for i := range ollamaDurations {
-				if k.Str == ollamaDurations[i].key {
+				if k == ollamaDurations[i].key {
 					durations[i] = v
 				}
 			}
@@ -164,8 +167,9 @@ func readOllamaLine(o *Observer, line []byte) {
 		return
 	}
 	o.Done()
-	if reason.Type == gjson.String {
-		o.FinishReason(0, bytesOf(reason.Str))
+	var b rawBuf
+	if r, ok := rawStr(reason, b[:0]); ok {
+		o.FinishReason(0, r)
 	}
 	// A load or unload reply has no counts at all; a fully cached prompt
 	// can omit prompt_eval_count, which then stays unknown rather than 0.
@@ -173,8 +177,8 @@ func readOllamaLine(o *Observer, line []byte) {
 		o.Usage(Usage{InputTokens: in, OutputTokens: out, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1})
 	}
 	for i, d := range durations {
-		if d.Type == gjson.Number {
-			o.ServerTiming(ollamaDurations[i].name, float64(d.Int())/1e9)
+		if n, ok := rawInt(d); ok {
+			o.ServerTiming(ollamaDurations[i].name, float64(n)/1e9)
 		}
 	}
 }
@@ -182,9 +186,9 @@ func readOllamaLine(o *Observer, line []byte) {
 // readOllamaMessage reads /api/chat's message: content is answer text,
 // thinking is reasoning, and tool calls arrive whole, arguments already an
 // object, so the call itself is the generated output.
-func readOllamaMessage(m gjson.Result) (tokens int64, output, visible bool) {
-	m.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+func readOllamaMessage(m string) (tokens int64, output, visible bool) {
+	rawMembers(m, func(k, v string) bool {
+		switch k {
 		case "content":
 			if n := ollamaTextTokens(v); n > 0 {
 				tokens, output, visible = tokens+n, true, true
@@ -194,9 +198,9 @@ func readOllamaMessage(m gjson.Result) (tokens int64, output, visible bool) {
 				tokens, output = tokens+n, true
 			}
 		case "tool_calls":
-			v.ForEach(func(_, call gjson.Result) bool {
-				if f := call.Get("function"); f.IsObject() {
-					tokens += EstimateTokens(bytesOf(f.Raw))
+			rawValues(v, func(call string) bool {
+				if f := rawMember(call, "function"); rawKindOf(f) == kindObject {
+					tokens += EstimateTokens(bytesOf(f))
 					output = true
 				}
 				return true
@@ -207,11 +211,11 @@ func readOllamaMessage(m gjson.Result) (tokens int64, output, visible bool) {
 	return tokens, output, visible
 }
 
-// ollamaTextTokens estimates a JSON string's tokens; anything else, and the
-// empty string that Ollama sends in every non-text object, is none.
-func ollamaTextTokens(v gjson.Result) int64 {
-	if v.Type != gjson.String || v.Raw == `""` {
-		return 0
+// ollamaTextTokens estimates a raw JSON string's tokens; anything else, and
+// the empty string that Ollama sends in every non-text object, is none.
+func ollamaTextTokens(v string) int64 {
+	if t, ok := rawText(v); ok && t != "" {
+		return max(EstimateTokens(bytesOf(t)), 1)
 	}
-	return max(EstimateTokens(rawString(v)), 1)
+	return 0
 }

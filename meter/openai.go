@@ -75,19 +75,21 @@ func (openAIChat) Event(o *Observer, ev *sse.Event) {
 		o.Degrade("event_not_json")
 		return
 	}
+	s := view(data)
 	if string(ev.Type) == "error" {
 		// openai-python treats an `event: error` as a failure whatever
 		// the payload says. llama.cpp's old non-standard error: field
 		// (before PR #16109), which the SSE decoder hands out as this
 		// type, holds the error object itself rather than wrapping it.
-		e := gjson.Get(view(data), "error")
-		if !e.IsObject() {
-			e = gjson.Parse(view(data))
+		e := rawMember(s, "error")
+		if rawKindOf(e) != kindObject {
+			e = s
 		}
-		o.Error(errorType(e))
+		var b rawBuf
+		o.Error(errorType(e, b[:0]))
 		return
 	}
-	readOpenAIChunk(o, view(data), false)
+	readOpenAIChunk(o, s)
 }
 
 func (openAIChat) Body(o *Observer, body []byte) {
@@ -96,28 +98,32 @@ func (openAIChat) Body(o *Observer, body []byte) {
 		o.Degrade("body_not_json")
 		return
 	}
-	readOpenAIChunk(o, view(body), true)
+	readOpenAIChunk(o, view(body))
 }
 
 // readOpenAIChunk reads a chat.completion.chunk (or, whole, a chat.completion,
 // text_completion or embedding list) in one pass over its top-level keys.
-func readOpenAIChunk(o *Observer, s string, whole bool) {
+// Like every reader on the per-event path it uses the raw reader of
+// jsonraw.go, because text deltas and tool-call arguments are full of
+// escapes that a decoding reader would allocate for.
+func readOpenAIChunk(o *Observer, s string) {
 	var tokens int64
 	var output, visible, hasUsage bool
 	var usage Usage
-	var timings gjson.Result
-	gjson.Parse(s).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	var timings string
+	rawMembers(s, func(k, v string) bool {
+		var b rawBuf
+		switch k {
 		case "id":
-			if v.Type == gjson.String {
-				o.ResponseID(bytesOf(v.Str))
+			if id, ok := rawStr(v, b[:0]); ok {
+				o.ResponseID(id)
 			}
 		case "model":
-			if v.Type == gjson.String {
-				o.Model(bytesOf(v.Str))
+			if m, ok := rawStr(v, b[:0]); ok {
+				o.Model(m)
 			}
 		case "choices":
-			v.ForEach(func(_, choice gjson.Result) bool {
+			rawValues(v, func(choice string) bool {
 				n, out, vis := readOpenAIChoice(o, choice)
 				tokens += n
 				output = output || out
@@ -125,14 +131,14 @@ func readOpenAIChunk(o *Observer, s string, whole bool) {
 				return true
 			})
 		case "usage":
-			if v.IsObject() {
+			if rawKindOf(v) == kindObject {
 				usage, hasUsage = readOpenAIUsage(v), true
 				readGroqTimes(o, v)
 			}
 		case "x_groq":
 			// Groq's streams before 2025 report usage only here; newer
 			// ones repeat it at the top level.
-			if u := v.Get("usage"); u.IsObject() {
+			if u := rawMember(v, "usage"); rawKindOf(u) == kindObject {
 				readGroqTimes(o, u)
 				if !hasUsage {
 					usage, hasUsage = readOpenAIUsage(u), true
@@ -142,22 +148,23 @@ func readOpenAIChunk(o *Observer, s string, whole bool) {
 			timings = v
 		case "finish_reason":
 			// Together's TGI-style chunks carry it beside choices.
-			if v.Type == gjson.String {
-				o.FinishReason(0, bytesOf(v.Str))
+			if r, ok := rawStr(v, b[:0]); ok {
+				o.FinishReason(0, r)
 			}
 		case "error":
-			if v.Exists() && v.Type != gjson.Null && v.Type != gjson.False {
-				o.Error(errorType(v))
+			if kind := rawKindOf(v); kind != kindNull && kind != kindFalse {
+				o.Error(errorType(v, b[:0]))
 			}
 		case "object":
 			// vLLM reports errors as {"object":"error","type":...}.
-			if v.Str == "error" {
-				o.Error(bytesOf(gjson.Get(s, "type").Str))
+			if v == `"error"` {
+				t, _ := rawStr(rawMember(s, "type"), b[:0])
+				o.Error(t)
 			}
 		}
 		return true
 	})
-	if timings.IsObject() {
+	if rawKindOf(timings) == kindObject {
 		cached := readLlamaCppTimings(o, timings)
 		// timings_per_token puts timings on every chunk; a cache count
 		// alone must not make usage "reported", so it only completes a
@@ -176,14 +183,14 @@ func readOpenAIChunk(o *Observer, s string, whole bool) {
 
 // readOpenAIChoice reads one element of choices: a streamed delta, a whole
 // message, or a legacy completion's text.
-func readOpenAIChoice(o *Observer, choice gjson.Result) (tokens int64, output, visible bool) {
+func readOpenAIChoice(o *Observer, choice string) (tokens int64, output, visible bool) {
 	var index int64
-	var finish, text gjson.Result
+	var finish, text string
 	var delta bool
-	choice.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	rawMembers(choice, func(k, v string) bool {
+		switch k {
 		case "index":
-			index = v.Int()
+			index = rawLooseInt(v)
 		case "finish_reason":
 			finish = v
 		case "delta", "message":
@@ -197,12 +204,13 @@ func readOpenAIChoice(o *Observer, choice gjson.Result) (tokens int64, output, v
 	})
 	// Together repeats each delta's content in a legacy text field; text
 	// is the fragment only when there is no delta.
-	if !delta && text.Type == gjson.String && text.Raw != `""` {
-		tokens += EstimateTokens(rawString(text))
+	if t, ok := rawText(text); ok && !delta && t != "" {
+		tokens += EstimateTokens(bytesOf(t))
 		output, visible = true, true
 	}
-	if finish.Type == gjson.String {
-		o.FinishReason(index, bytesOf(finish.Str))
+	var b rawBuf
+	if r, ok := rawStr(finish, b[:0]); ok {
+		o.FinishReason(index, r)
 	}
 	return tokens, output, visible
 }
@@ -212,32 +220,32 @@ func readOpenAIChoice(o *Observer, choice gjson.Result) (tokens int64, output, v
 // (Ollama, Groq, OpenRouter) are output but not visible; so are tool-call
 // arguments, which are generated tokens but not answer text. The role and
 // OpenAI's obfuscation padding are never output.
-func readOpenAIDelta(d gjson.Result) (tokens int64, output, visible bool) {
-	d.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+func readOpenAIDelta(d string) (tokens int64, output, visible bool) {
+	rawMembers(d, func(k, v string) bool {
+		switch k {
 		case "content", "refusal":
-			if v.Type == gjson.String && v.Raw != `""` {
-				tokens += EstimateTokens(rawString(v))
+			if t, ok := rawText(v); ok && t != "" {
+				tokens += EstimateTokens(bytesOf(t))
 				output, visible = true, true
-			} else if v.IsArray() {
+			} else if rawKindOf(v) == kindArray {
 				n, out, vis := readOpenAIContentParts(v)
 				tokens, output, visible = tokens+n, output || out, visible || vis
 			}
 		case "reasoning_content", "reasoning":
-			if v.Type == gjson.String && v.Raw != `""` {
-				tokens += EstimateTokens(rawString(v))
+			if t, ok := rawText(v); ok && t != "" {
+				tokens += EstimateTokens(bytesOf(t))
 				output = true
 			}
 		case "tool_calls":
-			v.ForEach(func(_, call gjson.Result) bool {
-				if n := argumentTokens(call.Get("function.arguments")); n > 0 {
+			rawValues(v, func(call string) bool {
+				if n := argumentTokens(rawMember(rawMember(call, "function"), "arguments")); n > 0 {
 					tokens += n
 					output = true
 				}
 				return true
 			})
 		case "function_call":
-			if n := argumentTokens(v.Get("arguments")); n > 0 {
+			if n := argumentTokens(rawMember(v, "arguments")); n > 0 {
 				tokens += n
 				output = true
 			}
@@ -250,12 +258,13 @@ func readOpenAIDelta(d gjson.Result) (tokens int64, output, visible bool) {
 // readOpenAIContentParts reads content given as typed parts, as Mistral's
 // reasoning models stream it: text parts are answer text; thinking parts,
 // themselves a list of text parts, are reasoning. Other parts (images,
-// references) are not generated text.
-func readOpenAIContentParts(parts gjson.Result) (tokens int64, output, visible bool) {
-	parts.ForEach(func(_, p gjson.Result) bool {
-		var typ, text, thinking gjson.Result
-		p.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
+// references) are not generated text. Type tags are compared as written,
+// as keys are.
+func readOpenAIContentParts(parts string) (tokens int64, output, visible bool) {
+	rawElements(parts, func(p string) bool {
+		var typ, text, thinking string
+		rawMembers(p, func(k, v string) bool {
+			switch k {
 			case "type":
 				typ = v
 			case "text":
@@ -265,20 +274,20 @@ func readOpenAIContentParts(parts gjson.Result) (tokens int64, output, visible b
 			}
 			return true
 		})
-		switch typ.Str {
-		case "text":
-			if text.Type == gjson.String && text.Raw != `""` {
-				tokens += EstimateTokens(rawString(text))
+		switch typ {
+		case `"text"`:
+			if t, ok := rawText(text); ok && t != "" {
+				tokens += EstimateTokens(bytesOf(t))
 				output, visible = true, true
 			}
-		case "thinking":
-			if thinking.Type == gjson.String && thinking.Raw != `""` {
-				tokens += EstimateTokens(rawString(thinking))
+		case `"thinking"`:
+			if t, ok := rawText(thinking); ok && t != "" {
+				tokens += EstimateTokens(bytesOf(t))
 				output = true
 			}
-			thinking.ForEach(func(_, t gjson.Result) bool {
-				if s := t.Get("text"); s.Type == gjson.String && s.Raw != `""` {
-					tokens += EstimateTokens(rawString(s))
+			rawValues(thinking, func(part string) bool {
+				if t, ok := rawText(rawMember(part, "text")); ok && t != "" {
+					tokens += EstimateTokens(bytesOf(t))
 					output = true
 				}
 				return true
@@ -289,36 +298,39 @@ func readOpenAIContentParts(parts gjson.Result) (tokens int64, output, visible b
 	return tokens, output, visible
 }
 
-func argumentTokens(args gjson.Result) int64 {
-	if args.Type != gjson.String || args.Raw == `""` {
-		return 0
+// argumentTokens estimates a tool call's arguments fragment, a raw JSON
+// string; the "" that starts a call is no token.
+func argumentTokens(args string) int64 {
+	if t, ok := rawText(args); ok && t != "" {
+		return EstimateTokens(bytesOf(t))
 	}
-	return EstimateTokens(rawString(args))
+	return 0
 }
 
 // readOpenAIUsage reads a usage object. prompt_tokens already includes
 // cached tokens and completion_tokens includes reasoning tokens, as semconv
-// wants.
-func readOpenAIUsage(u gjson.Result) Usage {
+// wants. The two totals are read loosely (a null is 0, not unknown), as
+// they always were.
+func readOpenAIUsage(u string) Usage {
 	out := unknownUsage
-	u.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	rawMembers(u, func(k, v string) bool {
+		switch k {
 		case "prompt_tokens":
-			out.InputTokens = v.Int()
+			out.InputTokens = rawLooseInt(v)
 		case "completion_tokens":
-			out.OutputTokens = v.Int()
+			out.OutputTokens = rawLooseInt(v)
 		case "prompt_tokens_details":
-			if c := v.Get("cached_tokens"); c.Type == gjson.Number {
-				out.CacheReadInputTokens = c.Int()
+			if c, ok := rawInt(rawMember(v, "cached_tokens")); ok {
+				out.CacheReadInputTokens = c
 			}
 		case "completion_tokens_details":
-			if r := v.Get("reasoning_tokens"); r.Type == gjson.Number {
-				out.ReasoningOutputTokens = r.Int()
+			if r, ok := rawInt(rawMember(v, "reasoning_tokens")); ok {
+				out.ReasoningOutputTokens = r
 			}
 		case "prompt_cache_hit_tokens":
 			// DeepSeek's own name for cached input.
 			if out.CacheReadInputTokens < 0 {
-				out.CacheReadInputTokens = v.Int()
+				out.CacheReadInputTokens = rawLooseInt(v)
 			}
 		}
 		return true
@@ -337,19 +349,19 @@ var groqTimes = [...]struct{ key, name string }{
 	{"total_time", "total"},
 }
 
-func readGroqTimes(o *Observer, u gjson.Result) {
-	var times [len(groqTimes)]gjson.Result
-	u.ForEach(func(k, v gjson.Result) bool {
+func readGroqTimes(o *Observer, u string) {
+	var times [len(groqTimes)]string
+	rawMembers(u, func(k, v string) bool {
 		for i := range groqTimes {
-			if k.Str == groqTimes[i].key {
+			if k == groqTimes[i].key {
 				times[i] = v
 			}
 		}
 		return true
 	})
 	for i, v := range times {
-		if v.Type == gjson.Number {
-			o.ServerTiming(groqTimes[i].name, v.Float())
+		if f, ok := rawFloat(v); ok {
+			o.ServerTiming(groqTimes[i].name, f)
 		}
 	}
 }
@@ -358,10 +370,10 @@ func readGroqTimes(o *Observer, u gjson.Result) {
 // (prefill) and predicted_ms (decode) become server timings in seconds. It
 // returns cache_n, the prompt tokens served from the KV cache, which
 // usage.prompt_tokens includes (prompt_tokens = cache_n + prompt_n), or -1.
-func readLlamaCppTimings(o *Observer, t gjson.Result) (cached int64) {
-	var prompt, predicted, cache gjson.Result
-	t.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+func readLlamaCppTimings(o *Observer, t string) (cached int64) {
+	var prompt, predicted, cache string
+	rawMembers(t, func(k, v string) bool {
+		switch k {
 		case "prompt_ms":
 			prompt = v
 		case "predicted_ms":
@@ -371,36 +383,32 @@ func readLlamaCppTimings(o *Observer, t gjson.Result) (cached int64) {
 		}
 		return true
 	})
-	if prompt.Type == gjson.Number {
-		o.ServerTiming("prompt", prompt.Float()/1000)
+	if f, ok := rawFloat(prompt); ok {
+		o.ServerTiming("prompt", f/1000)
 	}
-	if predicted.Type == gjson.Number {
-		o.ServerTiming("predicted", predicted.Float()/1000)
+	if f, ok := rawFloat(predicted); ok {
+		o.ServerTiming("predicted", f/1000)
 	}
-	if cache.Type == gjson.Number {
-		return cache.Int()
+	if n, ok := rawInt(cache); ok {
+		return n
 	}
 	return -1
 }
 
-// errorType names an error object by its type, else its code, else _OTHER.
-func errorType(e gjson.Result) []byte {
-	if t := e.Get("type"); t.Type == gjson.String && t.Str != "" {
-		return bytesOf(t.Str)
+// errorType names an error object by its type, else its code, else nil
+// (which Observer.Error records as _OTHER). A string is decoded into buf
+// if it has escapes.
+func errorType(e string, buf []byte) []byte {
+	if t, ok := rawStr(rawMember(e, "type"), buf); ok && len(t) > 0 {
+		return t
 	}
-	if c := e.Get("code"); c.Type == gjson.String && c.Str != "" {
-		return bytesOf(c.Str)
-	} else if c.Type == gjson.Number {
-		return bytesOf(c.Raw)
+	switch c := rawMember(e, "code"); rawKindOf(c) {
+	case kindString:
+		if s, _ := rawStr(c, buf); len(s) > 0 {
+			return s
+		}
+	case kindNumber:
+		return bytesOf(c)
 	}
 	return nil
-}
-
-// rawString is the inside of a JSON string token, escapes included.
-func rawString(v gjson.Result) []byte {
-	r := v.Raw
-	if len(r) >= 2 {
-		r = r[1 : len(r)-1]
-	}
-	return bytesOf(r)
 }

@@ -62,7 +62,7 @@ func (openAIResponses) Request(r *Request, _ string, body []byte) {
 // Event implements Dialect. The kind is the JSON "type", which every
 // Responses event carries, else the SSE event name; an `event: error` is a
 // failure whatever its payload says, as in openai-python. Members are read
-// raw (see rawMembers) because deltas and echoed instructions are full of
+// raw (see jsonraw.go) because deltas and echoed instructions are full of
 // escapes.
 func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 	data := bytes.TrimSpace(ev.Data)
@@ -110,10 +110,11 @@ func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 	case "error":
 		// Observed: {"type":"error","error":{"type":...,"code":...}};
 		// documented: {"type":"error","code":...,"message":...}.
+		var b rawBuf
 		if len(errObj) > 0 && errObj[0] == '{' {
-			o.Error(errorType(gjson.Parse(errObj)))
-		} else if c, ok := rawStr(code); ok {
-			o.Error(bytesOf(c))
+			o.Error(errorType(errObj, b[:0]))
+		} else if c, ok := rawStr(code, b[:0]); ok {
+			o.Error(c)
 		} else {
 			o.Error(nil)
 		}
@@ -150,7 +151,8 @@ func (openAIResponses) Body(o *Observer, body []byte) {
 		return true
 	})
 	if status == "" && len(errObj) > 0 && errObj[0] == '{' {
-		o.Error(errorType(gjson.Parse(errObj)))
+		var b rawBuf
+		o.Error(errorType(errObj, b[:0]))
 		return
 	}
 	readResponsesObject(o, view(body), true)
@@ -171,14 +173,15 @@ func (openAIResponses) Body(o *Observer, body []byte) {
 func readResponsesObject(o *Observer, r string, final bool) {
 	var status, reason, errObj string
 	rawMembers(r, func(k, v string) bool {
+		var b rawBuf
 		switch k {
 		case "id":
-			if s, ok := rawStr(v); ok {
-				o.ResponseID(bytesOf(s))
+			if s, ok := rawStr(v, b[:0]); ok {
+				o.ResponseID(s)
 			}
 		case "model":
-			if s, ok := rawStr(v); ok {
-				o.Model(bytesOf(s))
+			if s, ok := rawStr(v, b[:0]); ok {
+				o.Model(s)
 			}
 		case "usage":
 			if len(v) > 0 && v[0] == '{' {
@@ -199,25 +202,26 @@ func readResponsesObject(o *Observer, r string, final bool) {
 		}
 		return true
 	})
-	st, ok := rawStr(status)
+	var sb, b rawBuf
+	st, ok := rawStr(status, sb[:0])
 	if !final || !ok {
 		return
 	}
-	switch st {
+	switch string(st) {
 	case "completed":
 		o.FinishReason(0, responsesStop)
 	case "incomplete":
-		if s, ok := rawStr(reason); ok && s != "" {
-			o.FinishReason(0, bytesOf(s))
+		if s, ok := rawStr(reason, b[:0]); ok && len(s) > 0 {
+			o.FinishReason(0, s)
 		} else {
-			o.FinishReason(0, bytesOf(st))
+			o.FinishReason(0, st)
 		}
 	case "failed":
 		o.FinishReason(0, responsesError)
-		o.Error(errorType(gjson.Parse(errObj)))
+		o.Error(errorType(errObj, b[:0]))
 	case "in_progress", "queued":
 	default:
-		o.FinishReason(0, bytesOf(st))
+		o.FinishReason(0, st)
 	}
 }
 
@@ -253,17 +257,10 @@ func readResponsesUsage(u string) Usage {
 
 // rawMemberCount is the count in member key of object obj, -1 if none.
 func rawMemberCount(obj, key string) int64 {
-	n := int64(-1)
-	rawMembers(obj, func(k, v string) bool {
-		if k == key {
-			if c, ok := rawCount(v); ok {
-				n = c
-			}
-			return false
-		}
-		return true
-	})
-	return n
+	if n, ok := rawCount(rawMember(obj, key)); ok {
+		return n
+	}
+	return -1
 }
 
 // responsesOutputTokens estimates the generated part of a whole response's

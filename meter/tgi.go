@@ -66,16 +66,18 @@ func (tgi) Request(r *Request, path string, body []byte) {
 }
 
 // Event reads one /generate_stream event: {index, token, top_tokens,
-// generated_text, details}, or {error, error_type}.
+// generated_text, details}, or {error, error_type}. It uses the raw reader
+// of jsonraw.go: a token's text is often an escape (\n), and the last
+// event repeats the whole text, which a decoding reader would copy.
 func (tgi) Event(o *Observer, ev *sse.Event) {
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
 		o.Degrade("event_not_json")
 		return
 	}
-	var token, final, details, errMsg, errType gjson.Result
-	gjson.Parse(view(data)).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	var token, final, details, errMsg, errType string
+	rawMembers(view(data), func(k, v string) bool {
+		switch k {
 		case "token":
 			token = v
 		case "generated_text":
@@ -89,21 +91,19 @@ func (tgi) Event(o *Observer, ev *sse.Event) {
 		}
 		return true
 	})
-	if errMsg.Exists() && errMsg.Type != gjson.Null {
-		o.Error(bytesOf(errType.Str))
+	if tgiError(o, errMsg, errType) {
 		return
 	}
-	if token.IsObject() {
+	if rawKindOf(token) == kindObject {
 		// Every event is exactly one generated token, so counting events
 		// is exact even without details. Special tokens (<|eot_id|>) and
 		// byte-fallback pieces whose text is still empty are tokens but
 		// not text a user sees.
-		text := token.Get("text")
-		visible := token.Get("special").Type != gjson.True && text.Type == gjson.String && text.Raw != `""`
-		o.Output(1, visible)
+		t, ok := rawText(rawMember(token, "text"))
+		o.Output(1, ok && t != "" && rawKindOf(rawMember(token, "special")) != kindTrue)
 	}
 	// Only the last event has a generated_text; every other has null.
-	if final.Type != gjson.String {
+	if rawKindOf(final) != kindString {
 		return
 	}
 	readTGIDetails(o, details)
@@ -114,27 +114,28 @@ func (tgi) Event(o *Observer, ev *sse.Event) {
 // generated_tokens counts every token, special ones included; newer
 // servers add input_length to the streamed details, and a non-streamed
 // body lists the prompt's tokens in prefill when asked to.
-func readTGIDetails(o *Observer, d gjson.Result) {
-	if !d.IsObject() {
+func readTGIDetails(o *Observer, d string) {
+	if rawKindOf(d) != kindObject {
 		return
 	}
 	u := unknownUsage
-	d.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	rawMembers(d, func(k, v string) bool {
+		switch k {
 		case "finish_reason":
-			if v.Type == gjson.String {
-				o.FinishReason(0, bytesOf(v.Str))
+			var b rawBuf
+			if r, ok := rawStr(v, b[:0]); ok {
+				o.FinishReason(0, r)
 			}
 		case "generated_tokens":
-			if v.Type == gjson.Number {
-				u.OutputTokens = v.Int()
+			if n, ok := rawInt(v); ok {
+				u.OutputTokens = n
 			}
 		case "input_length":
-			if v.Type == gjson.Number {
-				u.InputTokens = v.Int()
+			if n, ok := rawInt(v); ok {
+				u.InputTokens = n
 			}
 		case "prefill":
-			if n := v.Get("#").Int(); n > 0 && u.InputTokens < 0 {
+			if n := rawLen(v); n > 0 && u.InputTokens < 0 {
 				u.InputTokens = n
 			}
 		}
@@ -153,16 +154,32 @@ func (tgi) Body(o *Observer, body []byte) {
 		o.Degrade("body_not_json")
 		return
 	}
-	r := gjson.Parse(view(body))
-	if r.IsArray() {
-		r = r.Get("0")
+	s := view(body)
+	if s[0] == '[' {
+		first := ""
+		rawElements(s, func(v string) bool {
+			first = v
+			return false
+		})
+		s = first
 	}
-	if e := r.Get("error"); e.Exists() && e.Type != gjson.Null {
-		o.Error(bytesOf(r.Get("error_type").Str))
+	if tgiError(o, rawMember(s, "error"), rawMember(s, "error_type")) {
 		return
 	}
-	if t := r.Get("generated_text"); t.Type == gjson.String && t.Raw != `""` {
-		o.Output(max(EstimateTokens(rawString(t)), 1), true)
+	if t, ok := rawText(rawMember(s, "generated_text")); ok && t != "" {
+		o.Output(max(EstimateTokens(bytesOf(t)), 1), true)
 	}
-	readTGIDetails(o, r.Get("details"))
+	readTGIDetails(o, rawMember(s, "details"))
+}
+
+// tgiError records an error object's error_type when its error (a message)
+// is present, and reports whether it was.
+func tgiError(o *Observer, msg, typ string) bool {
+	if msg == "" || rawKindOf(msg) == kindNull {
+		return false
+	}
+	var b rawBuf
+	t, _ := rawStr(typ, b[:0])
+	o.Error(t)
+	return true
 }
