@@ -242,7 +242,7 @@ func (g *gemini) readChunk(o *Observer, s string) {
 func (g *gemini) readCandidate(o *Observer, c gjson.Result, pos int64) (tokens int64, output, visible, finished bool) {
 	index := pos
 	var finish string
-	geminiMembers(c.Raw, func(k, v string) bool {
+	rawMembers(c.Raw, func(k, v string) bool {
 		switch k {
 		case "index":
 			if n := gjson.Parse(v); n.Type == gjson.Number {
@@ -282,7 +282,7 @@ func (g *gemini) readCandidate(o *Observer, c gjson.Result, pos int64) (tokens i
 func readGeminiPart(part string) (tokens int64, output, visible bool) {
 	var text string
 	var thought, inline bool
-	geminiMembers(part, func(k, v string) bool {
+	rawMembers(part, func(k, v string) bool {
 		switch k {
 		case "text":
 			text = geminiStringBody(v)
@@ -317,7 +317,7 @@ func readGeminiPart(part string) (tokens int64, output, visible bool) {
 // arguments, or the values of its partialArgs (their jsonPath is structure,
 // not generated text).
 func geminiCallTokens(fc string) (tokens int64, output bool) {
-	geminiMembers(fc, func(k, v string) bool {
+	rawMembers(fc, func(k, v string) bool {
 		switch k {
 		case "name":
 			if name := geminiStringBody(v); name != "" {
@@ -331,7 +331,7 @@ func geminiCallTokens(fc string) (tokens int64, output bool) {
 			}
 		case "partialArgs":
 			gjson.Parse(v).ForEach(func(_, arg gjson.Result) bool {
-				geminiMembers(arg.Raw, func(ak, av string) bool {
+				rawMembers(arg.Raw, func(ak, av string) bool {
 					if ak == "jsonPath" || ak == "willContinue" {
 						return true
 					}
@@ -349,118 +349,6 @@ func geminiCallTokens(fc string) (tokens int64, output bool) {
 		return true
 	})
 	return tokens, output
-}
-
-// geminiMembers calls fn with the key (as written, without its quotes) and
-// the raw value of each member of the JSON object obj, until fn returns
-// false or obj turns out malformed or cut off. gjson's ForEach and Get
-// unescape every string value they return, which allocates for any text
-// with a newline or a quote in it, that is for most generated text; reading
-// raw values keeps the hot path allocation-free, and the estimator reads
-// the escaped text anyway. fn never sees an empty value.
-func geminiMembers(obj string, fn func(key, val string) bool) {
-	i := geminiSkip(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i++
-	for {
-		i = geminiSkip(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
-			return
-		}
-		end := geminiValueEnd(obj, i)
-		if end < 0 {
-			return
-		}
-		key := obj[i+1 : end-1]
-		i = geminiSkip(obj, end)
-		if i >= len(obj) || obj[i] != ':' {
-			return
-		}
-		i = geminiSkip(obj, i+1)
-		end = geminiValueEnd(obj, i)
-		if end < 0 {
-			return
-		}
-		if !fn(key, obj[i:end]) {
-			return
-		}
-		i = end
-	}
-}
-
-// geminiSkip returns the index of the first byte at or after i that is not
-// whitespace or a comma.
-func geminiSkip(s string, i int) int {
-	for i < len(s) {
-		switch s[i] {
-		case ' ', '\t', '\r', '\n', ',':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// geminiValueEnd returns the index just past the JSON value that starts at
-// s[i], or -1 when there is none or it is cut off.
-func geminiValueEnd(s string, i int) int {
-	if i >= len(s) {
-		return -1
-	}
-	switch s[i] {
-	case '"':
-		// A quote ends the string unless an odd run of backslashes
-		// escapes it; IndexByte keeps long text at memchr speed.
-		for j := i + 1; ; {
-			k := strings.IndexByte(s[j:], '"')
-			if k < 0 {
-				return -1
-			}
-			q := j + k
-			n := 0
-			for b := q - 1; b > i && s[b] == '\\'; b-- {
-				n++
-			}
-			if n%2 == 0 {
-				return q + 1
-			}
-			j = q + 1
-		}
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(s); j++ {
-			switch s[j] {
-			case '"':
-				e := geminiValueEnd(s, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	case ',', ':', '}', ']':
-		return -1
-	}
-	j := i
-	for j < len(s) {
-		switch s[j] {
-		case ' ', '\t', '\r', '\n', ',', '}', ']':
-			return j
-		}
-		j++
-	}
-	return j
 }
 
 // geminiStringBody returns the inside of a raw JSON string, escapes
