@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -66,6 +67,18 @@ func startCaddy(t *testing.T, grace, stall string) (*caddytest.Tester, *tracetes
 	}
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
 	tester.InitServer(fmt.Sprintf(integrationConfig, grace, stall), "caddyfile")
+	// The config is loaded before its listeners accept on a first start;
+	// wait until the proxy answers.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://127.0.0.1:9080/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Caddy does not answer on :9080: %v", err)
+		}
+	}
 	return tester, integrationSpans
 }
 
@@ -100,8 +113,12 @@ func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, n int) []sdktrace.Read
 // was told to produce, over loopback through a real reverse_proxy: time to
 // first token within 2 ms, output tokens/s within 2 %.
 func TestTimingAccuracy(t *testing.T) {
-	if raceEnabled {
-		t.Skip("timing accuracy is checked without the race detector (.ci/run runs it on its own)")
+	if raceEnabled || os.Getenv("TOKENTAP_TIMING_TESTS") != "1" {
+		// Millisecond bounds need the machine to itself: the race
+		// detector slows the measured code 5-20 times, and under
+		// `go test ./...` other packages' tests share the cores. .ci/run
+		// runs this test alone with TOKENTAP_TIMING_TESTS=1.
+		t.Skip("set TOKENTAP_TIMING_TESTS=1 and run alone, without -race (as .ci/run does)")
 	}
 	tester, rec := startCaddy(t, "1ns", "1s")
 	tests := []struct {
