@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"strconv"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -29,7 +31,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_event_size    <size>
 //		stall_threshold   <duration>
 //		inject_usage
+//		label             <name> <value>
+//		max_label_values  <n>
 //	}
+//
+// label may be repeated, once per name; its value may use placeholders.
 //
 // The directive is ordered before reverse_proxy. Put it in the same handle
 // block as the reverse_proxy it measures.
@@ -41,6 +47,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		opt := d.Val()
+		if opt == "label" {
+			var name, value string
+			if !d.Args(&name, &value) {
+				return d.ArgErr()
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if _, dup := h.Labels[name]; dup {
+				return d.Errf("label %s already specified", name)
+			}
+			if h.Labels == nil {
+				h.Labels = map[string]string{}
+			}
+			h.Labels[name] = value
+			continue
+		}
 		if seen[opt] {
 			return d.Errf("%s already specified", opt)
 		}
@@ -77,6 +100,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			default:
 				h.MaxEventSize = int64(size)
 			}
+		case "max_label_values":
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 {
+				return d.Errf("max_label_values must be a positive integer: %s", arg)
+			}
+			h.MaxLabelValues = n
 		case "stall_threshold":
 			dur, err := caddy.ParseDuration(arg)
 			if err != nil {

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,12 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			max_event_size    512KiB
 			stall_threshold   1500ms
 			inject_usage
+			label             team {http.request.header.X-Team}
+			label             app  "chat bot"
+			max_label_values  50
 		}`, want: Handler{InjectUsage: true,
+			Labels:         map[string]string{"team": "{http.request.header.X-Team}", "app": "chat bot"},
+			MaxLabelValues: 50,
 			Provider: "azure.ai.openai", Dialect: "openai_chat",
 			MaxRequestBody: 2 << 20, MaxResponseBody: 8_000_000, MaxEventSize: 512 << 10,
 			StallThreshold: caddy.Duration(1500 * time.Millisecond),
@@ -41,6 +47,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "bad size", input: "tokentap {\n max_event_size lots\n}", wantErr: "parsing max_event_size"},
 		{name: "bad duration", input: "tokentap {\n stall_threshold soon\n}", wantErr: "parsing stall_threshold"},
 		{name: "inject_usage takes no value", input: "tokentap {\n inject_usage yes\n}", wantErr: "wrong argument count"},
+		{name: "label without value", input: "tokentap {\n label team\n}", wantErr: "wrong argument count"},
+		{name: "label with three values", input: "tokentap {\n label team a b\n}", wantErr: "wrong argument count"},
+		{name: "repeated label", input: "tokentap {\n label team a\n label team b\n}", wantErr: "label team already specified"},
+		{name: "zero label values", input: "tokentap {\n max_label_values 0\n}", wantErr: "max_label_values must be a positive integer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,10 +65,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.Provider != tt.want.Provider || h.Dialect != tt.want.Dialect ||
-				h.MaxRequestBody != tt.want.MaxRequestBody || h.MaxResponseBody != tt.want.MaxResponseBody ||
-				h.MaxEventSize != tt.want.MaxEventSize || h.StallThreshold != tt.want.StallThreshold ||
-				h.InjectUsage != tt.want.InjectUsage {
+			if !reflect.DeepEqual(h, tt.want) {
 				t.Errorf("got %+v, want %+v", h, tt.want)
 			}
 		})
@@ -76,6 +83,7 @@ func TestValidate(t *testing.T) {
 		{"negative response cap", Handler{MaxResponseBody: -1}, "max_response_body must be at least 0"},
 		{"negative event cap", Handler{MaxEventSize: -1}, "max_event_size must be at least 0"},
 		{"negative stall threshold", Handler{StallThreshold: -1}, "stall_threshold must be at least 0"},
+		{"negative label cap", Handler{MaxLabelValues: -1}, "max_label_values must be at least 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

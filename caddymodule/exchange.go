@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"mime"
 	"net/http"
 	"runtime/debug"
@@ -29,6 +30,8 @@ type exchange struct {
 	meter meter.Meter
 	tee   *teeBody
 	span  trace.Span
+	// ctx is the request's context with the exchange's span in it.
+	ctx context.Context
 
 	// guessed is set when no dialect claimed the path and OpenAI chat was
 	// assumed; the response's media type may still say better.
@@ -100,6 +103,7 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 	// reverse_proxy copies the request headers upstream, so the upstream
 	// sees this span as its parent.
 	h.propagator.Inject(ctx, propagation.HeaderCarrier(r.Header))
+	x.ctx = ctx
 
 	if h.InjectUsage && x.info.Name == "openai_chat" && x.meter.M.Operation != "embeddings" {
 		r, x.injected = x.injectUsage(r)
@@ -249,30 +253,43 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 			m.Outcome = abort
 		}
 	}
+	f := &finished{ctx: x.ctx, m: m, end: end}
+	if f.ctx == nil {
+		f.ctx = x.r.Context()
+	}
+	x.safely("labels", func() {
+		f.host, f.port = x.upstream()
+		f.provider = x.provider(f.host)
+		f.labels = x.resolveLabels()
+	})
 	x.overhead += time.Since(end)
 	ended := false
 	x.safely("span", func() {
-		x.endSpan(m, end)
+		x.endSpan(f)
 		ended = true
 	})
 	if !ended {
 		x.span.End(trace.WithTimestamp(end))
 	}
+	x.record(f)
 }
 
-func (x *exchange) endSpan(m *meter.Measurement, end time.Time) {
-	span := x.span
+func (x *exchange) endSpan(f *finished) {
+	span, m, end := x.span, f.m, f.end
 	if !span.IsRecording() {
 		span.End()
 		return
 	}
-	host, port := x.upstream()
+	host, port := f.host, f.port
 	if m.Request.Model != "" {
 		span.SetName(m.Operation + " " + m.Request.Model)
 	}
 	attrs := make([]attribute.KeyValue, 0, 40)
-	attrs = append(attrs, semconv.GenAIProviderNameKey.String(x.provider(host)))
+	attrs = append(attrs, semconv.GenAIProviderNameKey.String(f.provider))
 	attrs = appendMeasurement(attrs, m)
+	for _, l := range f.labels {
+		attrs = append(attrs, l.attr.String(l.value))
+	}
 	if host != "" {
 		attrs = append(attrs, semconv.ServerAddress(host))
 		if port > 0 {

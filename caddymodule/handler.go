@@ -80,8 +80,19 @@ type Handler struct {
 	// is complete. Requests that asked for usage themselves are not
 	// changed. Default: off.
 	InjectUsage bool `json:"inject_usage,omitempty"`
+	// Labels adds dimensions of the user's own to every span, metric point
+	// and stats row, by name: each value is a template with Caddy
+	// placeholders, evaluated at the end of the request, for example
+	// {"team": "{http.request.header.X-Team}"}. Names are lower-case
+	// letters, digits and _; on spans and metrics they appear as
+	// tokentap.label.<name>. Default: none.
+	Labels map[string]string `json:"labels,omitempty"`
+	// MaxLabelValues caps the distinct values each label takes in this
+	// process; later values become "_other". Default: 100.
+	MaxLabelValues int `json:"max_label_values,omitempty"`
 
 	dialect    *meter.DialectInfo
+	labels     []labelDef
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	logger     *zap.Logger
@@ -118,6 +129,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 		h.dialect = &d
 	}
+	if err := h.provisionLabels(); err != nil {
+		return err
+	}
 	tp, release, err := acquireTracerProvider(ctx, h.logger)
 	if err != nil {
 		return fmt.Errorf("setting up trace export: %v", err)
@@ -138,6 +152,9 @@ func (h *Handler) Validate() error {
 	}
 	if h.MaxEventSize < 0 {
 		return fmt.Errorf("max_event_size must be at least 0: %d", h.MaxEventSize)
+	}
+	if h.MaxLabelValues < 0 {
+		return fmt.Errorf("max_label_values must be at least 0: %d", h.MaxLabelValues)
 	}
 	if h.StallThreshold < 0 {
 		return fmt.Errorf("stall_threshold must be at least 0: %v", time.Duration(h.StallThreshold))

@@ -1,0 +1,118 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+)
+
+func TestProvisionLabels(t *testing.T) {
+	tests := []struct {
+		name    string
+		labels  map[string]string
+		want    []string
+		wantErr string
+	}{
+		{name: "none", labels: nil, want: []string{}},
+		{name: "sorted by name", labels: map[string]string{"team": "a", "app": "b", "env": "c"}, want: []string{"app", "env", "team"}},
+		{name: "upper case", labels: map[string]string{"Team": "a"}, wantErr: `label name "Team"`},
+		{name: "dot", labels: map[string]string{"a.b": "a"}, wantErr: `label name "a.b"`},
+		{name: "leading digit", labels: map[string]string{"1a": "a"}, wantErr: `label name "1a"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &Handler{Labels: tt.labels}
+			err := h.provisionLabels()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []string{}
+			for _, d := range h.labels {
+				got = append(got, d.name)
+				if string(d.attr) != "tokentap.label."+d.name {
+					t.Errorf("attribute %q for label %q", d.attr, d.name)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("labels %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestValueSetCap(t *testing.T) {
+	s := &valueSet{max: 3}
+	for _, v := range []string{"a", "b", "a", "c"} {
+		if got := s.admit(v); got != v {
+			t.Errorf("admit(%q) = %q within the cap", v, got)
+		}
+	}
+	if got := s.admit("d"); got != OverflowLabelValue {
+		t.Errorf("admit(d) past the cap = %q, want %q", got, OverflowLabelValue)
+	}
+	if got := s.admit("b"); got != "b" {
+		t.Errorf("a known value past the cap became %q", got)
+	}
+
+	// Concurrent admission never lets more than max distinct values in.
+	s = &valueSet{max: 50}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := map[string]bool{}
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				v := s.admit(fmt.Sprint((i*7 + g) % 120))
+				mu.Lock()
+				admitted[v] = true
+				mu.Unlock()
+			}
+		}(g)
+	}
+	wg.Wait()
+	delete(admitted, OverflowLabelValue)
+	if len(admitted) > 50 {
+		t.Errorf("%d distinct values admitted, cap 50", len(admitted))
+	}
+}
+
+func TestLabelsOnSpan(t *testing.T) {
+	hs := newHarness(t, &Handler{
+		Labels: map[string]string{
+			"team":     "{http.request.header.X-Team}",
+			"upstream": "{http.reverse_proxy.upstream.host}",
+			"fixed":    "prod",
+		},
+	}, streamUpstream(fixture(t, "chat_usage.sse"), nil))
+	req, _ := http.NewRequest(http.MethodPost, hs.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true}`))
+	req.Header.Set("X-Team", "search")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	a := attrs(hs.span(t))
+	for key, want := range map[attribute.Key]string{
+		"tokentap.label.team":     "search",
+		"tokentap.label.upstream": "api.openai.com",
+		"tokentap.label.fixed":    "prod",
+	} {
+		if got := a[key].AsString(); got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+}
