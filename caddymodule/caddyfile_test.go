@@ -35,7 +35,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		}`, want: Handler{InjectUsage: true,
 			Labels:         map[string]string{"team": "{http.request.header.X-Team}", "app": "chat bot"},
 			MaxLabelValues: 50,
-			Provider: "azure.ai.openai", Dialect: "openai_chat",
+			Provider:       "azure.ai.openai", Dialect: "openai_chat",
 			MaxRequestBody: 2 << 20, MaxResponseBody: 8_000_000, MaxEventSize: 512 << 10,
 			StallThreshold: caddy.Duration(1500 * time.Millisecond),
 		}},
