@@ -31,6 +31,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_event_size    <size>
 //		stall_threshold   <duration>
 //		inject_usage
+//		tokenizer         o200k_base|cl100k_base|none
 //		label             <name> <value>
 //		max_label_values  <n>
 //	}
@@ -87,6 +88,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Provider = arg
 		case "dialect":
 			h.Dialect = arg
+		case "tokenizer":
+			h.Tokenizer = arg
 		case "max_request_body", "max_response_body", "max_event_size":
 			size, err := humanize.ParseBytes(arg)
 			if err != nil {

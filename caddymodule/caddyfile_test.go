@@ -29,12 +29,14 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			max_event_size    512KiB
 			stall_threshold   1500ms
 			inject_usage
+			tokenizer         cl100k_base
 			label             team {http.request.header.X-Team}
 			label             app  "chat bot"
 			max_label_values  50
 		}`, want: Handler{InjectUsage: true,
 			Labels:         map[string]string{"team": "{http.request.header.X-Team}", "app": "chat bot"},
 			MaxLabelValues: 50,
+			Tokenizer:      "cl100k_base",
 			Provider:       "azure.ai.openai", Dialect: "openai_chat",
 			MaxRequestBody: 2 << 20, MaxResponseBody: 8_000_000, MaxEventSize: 512 << 10,
 			StallThreshold: caddy.Duration(1500 * time.Millisecond),

@@ -75,6 +75,7 @@ func (h *Handler) begin(r *http.Request) *exchange {
 		MaxBodySize:    int(h.MaxResponseBody),
 		StallThreshold: time.Duration(h.StallThreshold),
 		OnPanic:        func(rec any) { h.recordPanic("decompressed body", rec) },
+		Estimator:      h.estimator,
 	}, start)
 	return x
 }
@@ -169,6 +170,11 @@ func (x *exchange) readRequest() {
 		complete = true
 	}
 	x.meter.Request(x.r.URL.Path, body, truncated)
+	if x.injected {
+		// The request upstream asks for usage: the stream will carry it,
+		// so its text needs no tokenizer.
+		x.meter.M.Request.IncludeUsage = true
+	}
 	x.requestRead = complete || truncated
 }
 

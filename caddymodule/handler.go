@@ -80,6 +80,14 @@ type Handler struct {
 	// is complete. Requests that asked for usage themselves are not
 	// changed. Default: off.
 	InjectUsage bool `json:"inject_usage,omitempty"`
+	// Tokenizer counts the output tokens of streams that will report no
+	// usage (OpenAI-style streams without stream_options.include_usage,
+	// when inject_usage is off), delta by delta as they pass:
+	// "o200k_base" (current OpenAI models), "cl100k_base" (GPT-4 and
+	// GPT-3.5), or "none" for tokentap's heuristic, which is free but a few
+	// percent off (docs/telemetry.md). Such counts are labelled
+	// tokentap.usage.source "estimated". Default: "o200k_base".
+	Tokenizer string `json:"tokenizer,omitempty"`
 	// Labels adds dimensions of the user's own to every span, metric point
 	// and stats row, by name: each value is a template with Caddy
 	// placeholders, evaluated at the end of the request, for example
@@ -93,6 +101,7 @@ type Handler struct {
 
 	dialect    *meter.DialectInfo
 	labels     []labelDef
+	estimator  meter.Estimator
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	logger     *zap.Logger
@@ -128,6 +137,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("unknown dialect %q (known: %s)", h.Dialect, strings.Join(meter.DialectNames(), ", "))
 		}
 		h.dialect = &d
+	}
+	if err := h.provisionTokenizer(); err != nil {
+		return err
 	}
 	if err := h.provisionLabels(); err != nil {
 		return err

@@ -1,5 +1,17 @@
 package meter
 
+// Estimator counts the tokens of generated text, decoded (no JSON escapes
+// left), for streams whose provider will report no usage: OpenAI-style
+// streams whose request did not ask for stream_options.include_usage. A
+// real tokenizer (package tokencount) belongs here; it allocates and costs
+// microseconds per delta, so it is used only for those streams, and
+// EstimateTokens, free and allocation-free, covers the rest (the partial
+// counts of aborted streams). Implementations must be safe for concurrent
+// use: one serves every exchange.
+type Estimator interface {
+	Tokens(text []byte) int64
+}
+
 // EstimateTokens estimates how many tokens a fragment of generated text
 // holds, for streams that carry no usage. s is the text as it appears inside
 // a JSON string, escapes included, so it can be read straight from the wire

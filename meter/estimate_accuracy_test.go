@@ -11,6 +11,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/tokentap/tokentap/tokencount"
 )
 
 // accuracyCorpus is text of the kinds models generate: prose, a list, code
@@ -60,14 +62,24 @@ func TestEstimateAccuracy(t *testing.T) {
 		}
 		pieces = append(pieces, s)
 	}
+	counter, err := tokencount.New("o200k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
-		name     string
-		perDelta int
-		maxErr   float64
+		name      string
+		perDelta  int
+		estimator Estimator
+		maxErr    float64
 	}{
-		{"one token per delta", 1, 0.10},
-		{"four tokens per delta", 4, 0.15},
-		{"sixteen tokens per delta", 16, 0.15},
+		{"one token per delta", 1, nil, 0.10},
+		{"four tokens per delta", 4, nil, 0.15},
+		{"sixteen tokens per delta", 16, nil, 0.15},
+		// The tokenizer itself, fed delta by delta: exact when deltas are
+		// tokens, and off only where a merge would cross a delta boundary.
+		{"one token per delta, o200k", 1, counter, 0},
+		{"four tokens per delta, o200k", 4, counter, 0.01},
+		{"sixteen tokens per delta, o200k", 16, counter, 0.01},
 	} {
 		var b strings.Builder
 		for i := 0; i < len(pieces); i += tt.perDelta {
@@ -76,12 +88,13 @@ func TestEstimateAccuracy(t *testing.T) {
 			fmt.Fprintf(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%s}}]}\n\n", js)
 		}
 		b.WriteString("data: [DONE]\n\n")
-		mt := New(openAIChat{}, Options{}, t0)
+		mt := New(openAIChat{}, Options{Estimator: tt.estimator}, t0)
+		mt.Request("/v1/chat/completions", []byte(`{"stream":true}`), false)
 		mt.Response(200, "text/event-stream", "")
 		mt.Write([]byte(b.String()), t0.Add(step))
 		m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
 		rel := float64(m.Usage.OutputTokens-int64(len(ids))) / float64(len(ids))
-		t.Logf("%-26s tokenizer %4d  estimate %4d  error %+6.1f%%", tt.name, len(ids), m.Usage.OutputTokens, 100*rel)
+		t.Logf("%-32s tokenizer %4d  estimate %4d  error %+6.1f%%", tt.name, len(ids), m.Usage.OutputTokens, 100*rel)
 		if math.Abs(rel) > tt.maxErr {
 			t.Errorf("%s: estimate off by %.1f%%, more than %.0f%%", tt.name, 100*rel, 100*tt.maxErr)
 		}

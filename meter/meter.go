@@ -33,6 +33,9 @@ type Options struct {
 	// call from any goroutine. Panics on the caller's own goroutine are the
 	// caller's to recover.
 	OnPanic func(any)
+	// Estimator counts the output tokens of streams that will report no
+	// usage; nil means EstimateTokens. See Estimator.
+	Estimator Estimator
 }
 
 // Framing is how a response body is cut into pieces for the dialect.
@@ -143,7 +146,7 @@ func (mt *Meter) Init(d Dialect, opts Options, start time.Time) {
 	mt.M.Start = start
 	mt.M.Dialect = d.Name()
 	mt.M.Usage = unknownUsage
-	mt.obs = Observer{m: &mt.M, timed: true}
+	mt.obs = Observer{m: &mt.M, timed: true, est: opts.Estimator}
 	mt.dec.MaxEventSize = opts.MaxEventSize
 	mt.dec.ErrorField = true
 	mt.dec.OnEvent = mt.onEvent

@@ -20,6 +20,23 @@ type Observer struct {
 	done bool
 	// failed is set by an error event or error body.
 	failed bool
+	// est counts the tokens of streams that will carry no usage (see
+	// Estimator); scratch is where their text is decoded for it.
+	est     Estimator
+	scratch []byte
+}
+
+// streamedTokens estimates the tokens of a streamed text fragment, s being
+// the inside of a JSON string as written. While the stream may yet report
+// usage it uses EstimateTokens, which is free; when the request did not ask
+// for usage and none has come, the exact count matters and the Estimator,
+// if any, reads the decoded text.
+func (o *Observer) streamedTokens(s string) int64 {
+	if o.est == nil || !o.timed || o.m.Request.IncludeUsage || o.m.Usage.Source == UsageReported {
+		return EstimateTokens(bytesOf(s))
+	}
+	o.scratch = rawUnescape(o.scratch[:0], s)
+	return o.est.Tokens(o.scratch)
 }
 
 // Output records generated output in the current event: tokens is the

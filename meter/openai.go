@@ -195,7 +195,7 @@ func readOpenAIChoice(o *Observer, choice string) (tokens int64, output, visible
 			finish = v
 		case "delta", "message":
 			delta = true
-			n, out, vis := readOpenAIDelta(v)
+			n, out, vis := readOpenAIDelta(o, v)
 			tokens, output, visible = tokens+n, output || out, visible || vis
 		case "text":
 			text = v
@@ -205,7 +205,7 @@ func readOpenAIChoice(o *Observer, choice string) (tokens int64, output, visible
 	// Together repeats each delta's content in a legacy text field; text
 	// is the fragment only when there is no delta.
 	if t, ok := rawText(text); ok && !delta && t != "" {
-		tokens += EstimateTokens(bytesOf(t))
+		tokens += o.streamedTokens(t)
 		output, visible = true, true
 	}
 	var b rawBuf
@@ -220,32 +220,32 @@ func readOpenAIChoice(o *Observer, choice string) (tokens int64, output, visible
 // (Ollama, Groq, OpenRouter) are output but not visible; so are tool-call
 // arguments, which are generated tokens but not answer text. The role and
 // OpenAI's obfuscation padding are never output.
-func readOpenAIDelta(d string) (tokens int64, output, visible bool) {
+func readOpenAIDelta(o *Observer, d string) (tokens int64, output, visible bool) {
 	rawMembers(d, func(k, v string) bool {
 		switch k {
 		case "content", "refusal":
 			if t, ok := rawText(v); ok && t != "" {
-				tokens += EstimateTokens(bytesOf(t))
+				tokens += o.streamedTokens(t)
 				output, visible = true, true
 			} else if rawKindOf(v) == kindArray {
-				n, out, vis := readOpenAIContentParts(v)
+				n, out, vis := readOpenAIContentParts(o, v)
 				tokens, output, visible = tokens+n, output || out, visible || vis
 			}
 		case "reasoning_content", "reasoning":
 			if t, ok := rawText(v); ok && t != "" {
-				tokens += EstimateTokens(bytesOf(t))
+				tokens += o.streamedTokens(t)
 				output = true
 			}
 		case "tool_calls":
 			rawValues(v, func(call string) bool {
-				if n := argumentTokens(rawMember(rawMember(call, "function"), "arguments")); n > 0 {
+				if n := argumentTokens(o, rawMember(rawMember(call, "function"), "arguments")); n > 0 {
 					tokens += n
 					output = true
 				}
 				return true
 			})
 		case "function_call":
-			if n := argumentTokens(rawMember(v, "arguments")); n > 0 {
+			if n := argumentTokens(o, rawMember(v, "arguments")); n > 0 {
 				tokens += n
 				output = true
 			}
@@ -260,7 +260,7 @@ func readOpenAIDelta(d string) (tokens int64, output, visible bool) {
 // themselves a list of text parts, are reasoning. Other parts (images,
 // references) are not generated text. Type tags are compared as written,
 // as keys are.
-func readOpenAIContentParts(parts string) (tokens int64, output, visible bool) {
+func readOpenAIContentParts(o *Observer, parts string) (tokens int64, output, visible bool) {
 	rawElements(parts, func(p string) bool {
 		var typ, text, thinking string
 		rawMembers(p, func(k, v string) bool {
@@ -277,17 +277,17 @@ func readOpenAIContentParts(parts string) (tokens int64, output, visible bool) {
 		switch typ {
 		case `"text"`:
 			if t, ok := rawText(text); ok && t != "" {
-				tokens += EstimateTokens(bytesOf(t))
+				tokens += o.streamedTokens(t)
 				output, visible = true, true
 			}
 		case `"thinking"`:
 			if t, ok := rawText(thinking); ok && t != "" {
-				tokens += EstimateTokens(bytesOf(t))
+				tokens += o.streamedTokens(t)
 				output = true
 			}
 			rawValues(thinking, func(part string) bool {
 				if t, ok := rawText(rawMember(part, "text")); ok && t != "" {
-					tokens += EstimateTokens(bytesOf(t))
+					tokens += o.streamedTokens(t)
 					output = true
 				}
 				return true
@@ -300,9 +300,9 @@ func readOpenAIContentParts(parts string) (tokens int64, output, visible bool) {
 
 // argumentTokens estimates a tool call's arguments fragment, a raw JSON
 // string; the "" that starts a call is no token.
-func argumentTokens(args string) int64 {
+func argumentTokens(o *Observer, args string) int64 {
 	if t, ok := rawText(args); ok && t != "" {
-		return EstimateTokens(bytesOf(t))
+		return o.streamedTokens(t)
 	}
 	return 0
 }

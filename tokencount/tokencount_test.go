@@ -1,0 +1,106 @@
+package tokencount
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tiktoken-go/tokenizer"
+)
+
+func TestTokens(t *testing.T) {
+	tests := []struct {
+		name     string
+		encoding string
+		text     string
+		want     int64
+	}{
+		{"empty", "o200k_base", "", 0},
+		{"one word", "o200k_base", "hello", 1},
+		{"word with its space", "o200k_base", " world", 1},
+		{"sentence", "o200k_base", "Hello, world!", 4},
+		{"non-ASCII", "o200k_base", "東京", 1},
+		{"invalid UTF-8 still counts", "o200k_base", "\xff\xfe", 2},
+		{"cl100k splits differently", "cl100k_base", "東京", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(tt.encoding)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Tokens([]byte(tt.text)); got != tt.want {
+				t.Errorf("Tokens(%q) = %d, want %d", tt.text, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestMatchesTokenizer checks the count against the library's own encoding
+// of a longer text, so a wrapper bug (a lost byte, a wrong encoding) shows.
+func TestMatchesTokenizer(t *testing.T) {
+	text := strings.Repeat("Streaming throughput, measured at p50 and p95: 1,024 tokens in 11.3 s. ", 20)
+	codec, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _, err := codec.Encode(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := New("o200k_base")
+	if got := c.Tokens([]byte(text)); got != int64(len(ids)) {
+		t.Errorf("Tokens = %d, the tokenizer encodes %d", got, len(ids))
+	}
+}
+
+func TestNew(t *testing.T) {
+	a, err := New("o200k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := New("o200k_base")
+	if a != b {
+		t.Error("two Counters for one encoding: each would load its own vocabulary")
+	}
+	if a.Encoding() != "o200k_base" {
+		t.Errorf("Encoding() = %q", a.Encoding())
+	}
+	if _, err := New("p50k_base"); err == nil || !strings.Contains(err.Error(), `unknown token encoding "p50k_base"`) {
+		t.Errorf("unknown encoding: error %v", err)
+	}
+}
+
+// TestConcurrent runs many counts at once; with -race it checks the shared
+// vocabulary is only read.
+func TestConcurrent(t *testing.T) {
+	c, _ := New("o200k_base")
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				if n := c.Tokens([]byte(" tokens per second")); n != 3 {
+					t.Errorf("Tokens = %d, want 3", n)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkTokens is the cost per streamed delta when a stream reports no
+// usage: one token of text, as OpenAI streams it.
+func BenchmarkTokens(b *testing.B) {
+	c, _ := New("o200k_base")
+	if err := c.Load(); err != nil {
+		b.Fatal(err)
+	}
+	delta := []byte(" throughput")
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Tokens(delta)
+	}
+}
