@@ -181,15 +181,21 @@ func (g *gemini) Body(o *Observer, body []byte) {
 	}
 }
 
+// modelsPrefix is what the Gemini API has put before a model name.
+var modelsPrefix = []byte("models/")
+
 // readChunk reads one GenerateContentResponse in one pass over its keys.
 func (g *gemini) readChunk(o *Observer, s string) {
 	var tokens int64
 	var output, visible, finished bool
-	gjson.Parse(s).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	var members int
+	rawMembers(s, func(k, raw string) bool {
+		var b rawBuf
+		members++
+		switch k {
 		case "candidates":
 			var pos int64
-			v.ForEach(func(_, c gjson.Result) bool {
+			rawElements(raw, func(c string) bool {
 				n, out, vis, fin := g.readCandidate(o, c, pos)
 				tokens += n
 				output = output || out
@@ -199,34 +205,42 @@ func (g *gemini) readChunk(o *Observer, s string) {
 				return true
 			})
 		case "usageMetadata":
-			if v.IsObject() {
-				g.readUsage(o, v)
+			if rawKindOf(raw) == kindObject {
+				g.readUsage(o, gjson.Parse(raw))
 			}
 		case "modelVersion":
 			// The Gemini API has reported "models/gemini-…" and
 			// "gemini-…" for the same model; the request model never
 			// has the prefix.
-			if v.Type == gjson.String {
-				o.Model(bytesOf(strings.TrimPrefix(v.Str, "models/")))
+			if m, ok := rawStr(raw, b[:0]); ok {
+				o.Model(bytes.TrimPrefix(m, modelsPrefix))
 			}
 		case "responseId":
-			if v.Type == gjson.String {
-				o.ResponseID(bytesOf(v.Str))
+			if id, ok := rawStr(raw, b[:0]); ok {
+				o.ResponseID(id)
 			}
 		case "promptFeedback":
 			// A blocked prompt is a complete answer with no candidates:
 			// the block reason is the only finish reason there is.
-			if r := v.Get("blockReason"); r.Type == gjson.String && r.Str != "" {
-				o.FinishReason(0, bytesOf(r.Str))
+			if r, ok := rawStr(rawMember(raw, "blockReason"), b[:0]); ok && len(r) > 0 {
+				o.FinishReason(0, r)
 				o.Done()
 			}
 		case "error":
-			if v.Type != gjson.Null {
-				o.Error(geminiErrorType(v))
+			if rawKindOf(raw) != kindNull {
+				o.Error(geminiErrorType(gjson.Parse(raw)))
 			}
 		}
 		return true
 	})
+	if members == 0 {
+		// The raw reader hands out nothing of a malformed object, and the
+		// one malformed object that matters is a bare error cut off by the
+		// end of the stream: read it leniently.
+		if e := gjson.Get(s, "error"); e.Exists() && e.Type != gjson.Null {
+			o.Error(geminiErrorType(e))
+		}
+	}
 	if output {
 		o.Output(tokens, visible)
 	}
@@ -239,10 +253,10 @@ func (g *gemini) readChunk(o *Observer, s string) {
 
 // readCandidate reads one candidate; pos is its place in the array, its
 // index when the index is omitted (proto3 JSON drops a zero index).
-func (g *gemini) readCandidate(o *Observer, c gjson.Result, pos int64) (tokens int64, output, visible, finished bool) {
+func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, output, visible, finished bool) {
 	index := pos
 	var finish string
-	rawMembers(c.Raw, func(k, v string) bool {
+	rawMembers(c, func(k, v string) bool {
 		switch k {
 		case "index":
 			if n := gjson.Parse(v); n.Type == gjson.Number {
@@ -293,7 +307,7 @@ func readGeminiPart(part string) (tokens int64, output, visible bool) {
 			tokens += n
 			output = output || out
 		case "executableCode":
-			if code := geminiStringBody(gjson.Get(v, "code").Raw); code != "" {
+			if code := geminiStringBody(rawMember(v, "code")); code != "" {
 				tokens += EstimateTokens(bytesOf(code))
 				output = true
 			}

@@ -149,6 +149,25 @@ func escapeDialects(t testing.TB) []escapeDialect {
 			},
 		},
 		{
+			name: "gemini", path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent", contentType: "text/event-stream",
+			events: []escapeEvent{
+				{name: "text", output: true, event: sseData(`{"candidates":[{"content":{"parts":[{"text":"line\nbreak, \"quoted\" caf\u00e9 \ud83d\ude00"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":12,"totalTokenCount":12},"modelVersion":"gemini-2.5-flash\u002d001","responseId":"Zk3a\"9"}`)},
+				{name: "thought", output: true, event: sseData(`{"candidates":[{"content":{"parts":[{"text":"hmm\n\"x\"","thought":true}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash"}`)},
+				{name: "function call", output: true, event: sseData(`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"get_weather","args":{"city":"S\u00e3o \"Paulo\"\n","days":[1,2]}},"thoughtSignature":"Cik\/Bcs+"}],"role":"model"},"index":0}]}`)},
+				{name: "executable code", output: true, event: sseData(`{"candidates":[{"content":{"parts":[{"executableCode":{"language":"PYTHON","code":"print(\"hi\")\n"}}],"role":"model"},"index":0}]}`)},
+				{name: "finish and usage", check: func(m *Measurement) bool { return usage(m) && finished(m) }, event: sseData(`{"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":7,"totalTokenCount":19,"thoughtsTokenCount":3},"modelVersion":"gemini-2.5-flash"}`)},
+				{name: "error", check: failed, event: sseData(`{"error":{"code":500,"message":"An \"internal\" error\n","status":"INTERNAL"}}`)},
+			},
+		},
+		{
+			name: "gemini array", path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent", contentType: "application/json",
+			warm: [][]byte{[]byte(`[{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash"}`)},
+			events: []escapeEvent{
+				{name: "text element", output: true, event: []byte(`,` + "\r\n" + `{"candidates":[{"content":{"parts":[{"text":"line\nbreak \"q\" caf\u00e9"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash"}`)},
+				{name: "function call element", output: true, event: []byte(`,{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{"q":"\"x\"\n"}}}],"role":"model"},"index":0}]}`)},
+			},
+		},
+		{
 			name: "cohere_chat", path: "/v2/chat", contentType: "text/event-stream",
 			events: []escapeEvent{
 				{name: "message-start", event: sseTyped("message-start", `{"id":"29f1\"4","type":"message-start","delta":{"message":{"role":"assistant","content":[],"tool_plan":"","tool_calls":[],"citations":[]}}}`)},
