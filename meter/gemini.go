@@ -259,14 +259,14 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 	rawMembers(c, func(k, v string) bool {
 		switch k {
 		case "index":
-			if n := gjson.Parse(v); n.Type == gjson.Number {
-				index = n.Int()
+			if n, ok := rawInt(v); ok {
+				index = n
 			}
 		case "finishReason":
 			finish = geminiStringBody(v)
 		case "content":
-			gjson.Parse(v).Get("parts").ForEach(func(_, part gjson.Result) bool {
-				n, out, vis := readGeminiPart(part.Raw)
+			rawElements(rawMember(v, "parts"), func(part string) bool {
+				n, out, vis := readGeminiPart(part)
 				tokens += n
 				output = output || out
 				visible = visible || vis
