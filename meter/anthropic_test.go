@@ -6,10 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tiktoken-go/tokenizer"
 )
@@ -120,35 +118,14 @@ func TestAnthropicStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := anthropicReplay(t, tt.fixture)
-			checkTime := func(what string, got time.Duration, idx int) {
-				t.Helper()
-				want := time.Duration(0)
-				if idx >= 0 {
-					want = at(idx)
-				}
-				if got != want {
-					t.Errorf("%s = %v, want %v (event %d)", what, got, want, idx)
-				}
-			}
-			checkTime("FirstToken", m.FirstToken, tt.firstToken)
-			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkTime("LastToken", m.LastToken, tt.lastToken)
-			checkTime("FirstChunk", m.FirstChunk, 0)
+			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
+			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
+			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
 			if m.OutputEvents != tt.outputEvents {
 				t.Errorf("OutputEvents = %d, want %d", m.OutputEvents, tt.outputEvents)
 			}
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseModel != tt.model || m.ResponseID != tt.id {
-				t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, tt.model, tt.id)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
+			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
 			if m.Chunks != tt.chunks || !m.Streamed {
 				t.Errorf("Chunks = %d Streamed %v, want %d true", m.Chunks, m.Streamed, tt.chunks)
 			}
@@ -211,18 +188,7 @@ func TestAnthropicBodies(t *testing.T) {
 				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
 			}
 			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseModel != tt.model || m.ResponseID != tt.id {
-				t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, tt.model, tt.id)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
+			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
 			if m.FirstToken != 0 || m.Streamed || m.ServerTimings != nil {
 				t.Errorf("a body has no token times or server timings: FirstToken %v Streamed %v %v", m.FirstToken, m.Streamed, m.ServerTimings)
 			}
@@ -329,24 +295,10 @@ func TestAnthropicSplitInvariance(t *testing.T) {
 	checkSplitInvariance(t, func() Dialect { return newAnthropicMessages() }, "anthropic/*.sse", byExtension)
 }
 
-// TestAnthropicEventAllocations: once warm, reading any event of any
-// fixture allocates nothing.
+// TestAnthropicEventAllocations: once warm, reading any event of any fixture
+// allocates nothing.
 func TestAnthropicEventAllocations(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "anthropic", "*.sse"))
-	for _, f := range files {
-		body, _ := os.ReadFile(f)
-		mt := New(newAnthropicMessages(), Options{}, t0)
-		mt.Response(200, "text/event-stream", "")
-		mt.Write(body, t0.Add(step))
-		for i, ev := range events(body) {
-			allocs := testing.AllocsPerRun(200, func() {
-				mt.Write(ev, t0.Add(step))
-			})
-			if allocs != 0 {
-				t.Errorf("%s event %d: %v allocations, want 0:\n%s", filepath.Base(f), i, allocs, ev)
-			}
-		}
-	}
+	checkFixtureAllocations(t, func() Dialect { return newAnthropicMessages() }, "anthropic/*.sse", "text/event-stream", events)
 }
 
 // TestAnthropicEstimateAccuracy: with usage absent, the estimate from

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-	"time"
 )
 
 func cohereFixture(t testing.TB, name string) []byte {
@@ -96,20 +95,10 @@ func TestCohereStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := cohereReplay(t, tt.fixture)
-			checkTime := func(what string, got time.Duration, idx int) {
-				t.Helper()
-				want := time.Duration(0)
-				if idx >= 0 {
-					want = at(idx)
-				}
-				if got != want {
-					t.Errorf("%s = %v, want %v (event %d)", what, got, want, idx)
-				}
-			}
-			checkTime("FirstToken", m.FirstToken, tt.firstToken)
-			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkTime("LastToken", m.LastToken, tt.lastToken)
-			checkTime("FirstChunk", m.FirstChunk, 0)
+			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
+			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
+			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
 			if m.Usage != tt.usage {
 				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
 			}
@@ -231,29 +220,8 @@ func TestCohereSplitInvariance(t *testing.T) {
 	checkSplitInvariance(t, func() Dialect { return cohereChat{} }, "cohere/*", byExtension)
 }
 
-// TestCohereEventAllocations: once warm, reading an event allocates nothing.
+// TestCohereEventAllocations: once warm, reading any event of any fixture
+// allocates nothing.
 func TestCohereEventAllocations(t *testing.T) {
-	evs := events(cohereFixture(t, "reasoning.sse"))
-	for _, tt := range []struct {
-		name string
-		ev   []byte
-	}{
-		{"text delta", evs[17]},
-		{"thinking delta", evs[3]},
-		{"message-end", evs[len(evs)-1]},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			mt := New(cohereChat{}, Options{}, t0)
-			mt.Response(200, "text/event-stream", "")
-			for _, ev := range evs {
-				mt.Write(ev, t0.Add(step))
-			}
-			allocs := testing.AllocsPerRun(1000, func() {
-				mt.Write(tt.ev, t0.Add(step))
-			})
-			if allocs != 0 {
-				t.Errorf("%v allocations per event, want 0", allocs)
-			}
-		})
-	}
+	checkFixtureAllocations(t, func() Dialect { return cohereChat{} }, "cohere/*.sse", "text/event-stream", events)
 }

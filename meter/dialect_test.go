@@ -1,6 +1,7 @@
 package meter
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -118,6 +119,44 @@ func fuzzDialect(t *testing.T, newDialect func() Dialect, path, streamType strin
 			u.CacheCreationInputTokens < -1 || u.ReasoningOutputTokens < -1 || m.Chunks < 0 ||
 			m.OutputEvents > m.Chunks || len(m.FinishReasons) > maxChoices {
 			t.Fatalf("impossible measurement: %+v", m)
+		}
+	}
+}
+
+// checkFixtureAllocations holds a dialect's hot path to its promise on
+// every event of every fixture matching pattern (under testdata): after the
+// whole fixture was replayed once (the first sight of an id or a model is
+// copied), reading any of its events again allocates nothing. split cuts a
+// fixture into its events (SSE events or NDJSON lines).
+func checkFixtureAllocations(t *testing.T, newDialect func() Dialect, pattern, contentType string, split func([]byte) [][]byte) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", pattern))
+	if len(files) == 0 {
+		t.Fatalf("no fixtures match %s", pattern)
+	}
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := New(newDialect(), Options{}, t0)
+		mt.Response(200, contentType, "")
+		mt.Write(body, t0.Add(step))
+		for i, ev := range split(body) {
+			if !bytes.HasSuffix(ev, []byte("\n")) {
+				// The fixture's last event without its end only
+				// dispatches at Finish; complete it so it is read here.
+				ev = append(ev[:len(ev):len(ev)], '\n')
+			}
+			if contentType == "text/event-stream" && !bytes.HasSuffix(ev, []byte("\n\n")) {
+				ev = append(ev[:len(ev):len(ev)], '\n')
+			}
+			allocs := testing.AllocsPerRun(200, func() {
+				mt.Write(ev, t0.Add(step))
+			})
+			if allocs != 0 {
+				t.Errorf("%s event %d: %v allocations, want 0:\n%s", filepath.Base(f), i, allocs, ev)
+			}
 		}
 	}
 }

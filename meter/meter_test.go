@@ -162,33 +162,12 @@ func TestOpenAIChatStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := replay(t, tt.fixture, 200, sse)
-			checkTime := func(what string, got time.Duration, idx int) {
-				t.Helper()
-				want := time.Duration(0)
-				if idx >= 0 {
-					want = at(idx)
-				}
-				if got != want {
-					t.Errorf("%s = %v, want %v (event %d)", what, got, want, idx)
-				}
-			}
-			checkTime("FirstToken", m.FirstToken, tt.firstToken)
-			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkTime("LastToken", m.LastToken, tt.lastToken)
-			checkTime("FirstChunk", m.FirstChunk, tt.firstChunk)
-			checkTime("FirstByte", m.FirstByte, 0)
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseModel != tt.model || m.ResponseID != tt.id {
-				t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, tt.model, tt.id)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
+			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
+			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
+			checkEventTime(t, "FirstChunk", m.FirstChunk, tt.firstChunk)
+			checkEventTime(t, "FirstByte", m.FirstByte, 0)
+			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
 			if m.Chunks != tt.chunks {
 				t.Errorf("Chunks = %d, want %d", m.Chunks, tt.chunks)
 			}
@@ -376,19 +355,38 @@ func TestDegradation(t *testing.T) {
 }
 
 // TestEventAllocations holds the hot path to its promise: once warm, reading
-// an event allocates nothing.
+// any event of any OpenAI-style fixture allocates nothing.
 func TestEventAllocations(t *testing.T) {
-	evs := events(readFixture(t, "chat_usage.sse"))
-	mt := New(openAIChat{}, Options{}, t0)
-	mt.Response(200, "text/event-stream", "")
-	for _, ev := range evs[:3] {
-		mt.Write(ev, t0.Add(step))
+	checkFixtureAllocations(t, func() Dialect { return openAIChat{} }, "openai/*.sse", "text/event-stream", events)
+}
+
+// checkEventTime checks that a measured time is the arrival time of event
+// idx of a replay (see at), or zero when idx is -1.
+func checkEventTime(t *testing.T, what string, got time.Duration, idx int) {
+	t.Helper()
+	want := time.Duration(0)
+	if idx >= 0 {
+		want = at(idx)
 	}
-	content := evs[2]
-	allocs := testing.AllocsPerRun(1000, func() {
-		mt.Write(content, t0.Add(step))
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per event, want 0", allocs)
+	if got != want {
+		t.Errorf("%s = %v, want %v (event %d)", what, got, want, idx)
+	}
+}
+
+// checkResult checks what every dialect's replay tests expect beyond times:
+// usage, response model and id, finish reasons and outcome.
+func checkResult(t *testing.T, m *Measurement, usage Usage, model, id string, finish []string, outcome Outcome, errorType string) {
+	t.Helper()
+	if m.Usage != usage {
+		t.Errorf("Usage = %+v, want %+v", m.Usage, usage)
+	}
+	if m.ResponseModel != model || m.ResponseID != id {
+		t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, model, id)
+	}
+	if !reflect.DeepEqual(m.FinishReasons, finish) {
+		t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, finish)
+	}
+	if m.Outcome != outcome || m.ErrorType != errorType {
+		t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, outcome, errorType)
 	}
 }

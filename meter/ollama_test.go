@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-	"time"
 )
 
 func ollamaFixture(t testing.TB, name string) []byte {
@@ -127,20 +126,10 @@ func TestOllamaStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := ollamaReplay(t, tt.fixture, tt.path)
-			checkTime := func(what string, got time.Duration, idx int) {
-				t.Helper()
-				want := time.Duration(0)
-				if idx >= 0 {
-					want = at(idx)
-				}
-				if got != want {
-					t.Errorf("%s = %v, want %v (line %d)", what, got, want, idx)
-				}
-			}
-			checkTime("FirstToken", m.FirstToken, tt.firstToken)
-			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkTime("LastToken", m.LastToken, tt.lastToken)
-			checkTime("FirstChunk", m.FirstChunk, 0)
+			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
+			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
+			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
 			if m.Usage != tt.usage {
 				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
 			}
@@ -300,29 +289,7 @@ func TestOllamaSplitInvariance(t *testing.T) {
 }
 
 // TestOllamaEventAllocations holds the hot path to its promise: once warm,
-// reading a line allocates nothing.
+// reading any line of any fixture allocates nothing.
 func TestOllamaEventAllocations(t *testing.T) {
-	lines := ollamaLines(ollamaFixture(t, "chat_thinking.ndjson"))
-	for _, tt := range []struct {
-		name string
-		line []byte
-	}{
-		{"content line", lines[7]},
-		{"thinking line", lines[1]},
-		{"done line", lines[len(lines)-1]},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			mt := New(ollama{}, Options{}, t0)
-			mt.Response(200, "application/x-ndjson", "")
-			for _, l := range lines {
-				mt.Write(l, t0.Add(step))
-			}
-			allocs := testing.AllocsPerRun(1000, func() {
-				mt.Write(tt.line, t0.Add(step))
-			})
-			if allocs != 0 {
-				t.Errorf("%v allocations per line, want 0", allocs)
-			}
-		})
-	}
+	checkFixtureAllocations(t, func() Dialect { return ollama{} }, "ollama/*.ndjson", "application/x-ndjson", ollamaLines)
 }

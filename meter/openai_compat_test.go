@@ -3,7 +3,6 @@ package meter
 import (
 	"reflect"
 	"testing"
-	"time"
 )
 
 // openAICompatMS converts a millisecond figure the way a server's JSON
@@ -152,32 +151,11 @@ func TestOpenAICompatStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := replay(t, tt.fixture, 200, "text/event-stream")
-			checkTime := func(what string, got time.Duration, idx int) {
-				t.Helper()
-				want := time.Duration(0)
-				if idx >= 0 {
-					want = at(idx)
-				}
-				if got != want {
-					t.Errorf("%s = %v, want %v (event %d)", what, got, want, idx)
-				}
-			}
-			checkTime("FirstToken", m.FirstToken, tt.firstToken)
-			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkTime("LastToken", m.LastToken, tt.lastToken)
-			checkTime("FirstChunk", m.FirstChunk, tt.firstChunk)
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseModel != tt.model || m.ResponseID != tt.id {
-				t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, tt.model, tt.id)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
+			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
+			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
+			checkEventTime(t, "FirstChunk", m.FirstChunk, tt.firstChunk)
+			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
 			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
 				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
 			}

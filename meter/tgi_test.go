@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-	"time"
 )
 
 func tgiFixture(t testing.TB, name string) []byte {
@@ -84,20 +83,10 @@ func TestTGIStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := tgiReplay(t, tt.fixture)
-			checkTime := func(what string, got time.Duration, idx int) {
-				t.Helper()
-				want := time.Duration(0)
-				if idx >= 0 {
-					want = at(idx)
-				}
-				if got != want {
-					t.Errorf("%s = %v, want %v (event %d)", what, got, want, idx)
-				}
-			}
-			checkTime("FirstToken", m.FirstToken, tt.firstToken)
-			checkTime("FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkTime("LastToken", m.LastToken, tt.lastToken)
-			checkTime("FirstChunk", m.FirstChunk, tt.firstChunk)
+			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
+			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
+			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
+			checkEventTime(t, "FirstChunk", m.FirstChunk, tt.firstChunk)
 			if m.Usage != tt.usage {
 				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
 			}
@@ -212,28 +201,8 @@ func TestTGISplitInvariance(t *testing.T) {
 	checkSplitInvariance(t, func() Dialect { return tgi{} }, "tgi/*", byExtension)
 }
 
-// TestTGIEventAllocations: once warm, reading an event allocates nothing.
+// TestTGIEventAllocations: once warm, reading any event of any fixture
+// allocates nothing.
 func TestTGIEventAllocations(t *testing.T) {
-	evs := events(tgiFixture(t, "generate_stream.sse"))
-	for _, tt := range []struct {
-		name string
-		ev   []byte
-	}{
-		{"token event", evs[3]},
-		{"final event", evs[len(evs)-1]},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			mt := New(tgi{}, Options{}, t0)
-			mt.Response(200, "text/event-stream", "")
-			for _, ev := range evs {
-				mt.Write(ev, t0.Add(step))
-			}
-			allocs := testing.AllocsPerRun(1000, func() {
-				mt.Write(tt.ev, t0.Add(step))
-			})
-			if allocs != 0 {
-				t.Errorf("%v allocations per event, want 0", allocs)
-			}
-		})
-	}
+	checkFixtureAllocations(t, func() Dialect { return tgi{} }, "tgi/*.sse", "text/event-stream", events)
 }
