@@ -6,9 +6,25 @@ package tokencount
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tiktoken-go/tokenizer"
+)
+
+// Streams deliver a token or a few per delta, and the same short deltas
+// (" the", ",", " and") recur across every stream, so counts of short texts
+// are remembered in a fixed table shared by all requests. Each slot is one
+// atomic word: the high bits of the text's hash and the count. Reads and
+// writes are single atomic operations, no lock, no allocation; two texts
+// that share a slot just overwrite each other, and a false match needs a
+// 40-bit hash collision on top of a slot collision.
+const (
+	cacheSlots    = 1 << 16
+	cacheMaxText  = 48
+	cacheCountBit = 24
+	cacheCountMax = 1<<cacheCountBit - 1
 )
 
 // Counter counts tokens in one encoding. It implements meter.Estimator. The
@@ -20,6 +36,8 @@ type Counter struct {
 	once     sync.Once
 	codec    tokenizer.Codec
 	err      error
+	seed     maphash.Seed
+	cache    []atomic.Uint64
 }
 
 // Encodings lists the encodings New accepts.
@@ -47,7 +65,7 @@ func New(encoding string) (*Counter, error) {
 	defer countersMu.Unlock()
 	c := counters[encoding]
 	if c == nil {
-		c = &Counter{encoding: tokenizer.Encoding(encoding)}
+		c = &Counter{encoding: tokenizer.Encoding(encoding), seed: maphash.MakeSeed(), cache: make([]atomic.Uint64, cacheSlots)}
 		counters[encoding] = c
 	}
 	return c, nil
@@ -66,9 +84,38 @@ func (c *Counter) Load() error {
 // Tokens returns the number of tokens in text. Text that the tokenizer
 // cannot read (it fails only on internal errors) counts one token per four
 // bytes, the usual rule of thumb, rather than nothing.
+//
+// The text is counted word by word: the encodings' pre-tokenizer always
+// starts a new piece at a space followed by a letter (after a character that
+// is not a space), and byte-pair merges never cross pieces, so the counts of
+// the words add up to the count of the text. Words are short and recur, so
+// they are nearly always in the shared table; and the tokenizer's matching,
+// which grows faster than the text, only ever sees one word.
 func (c *Counter) Tokens(text []byte) int64 {
+	var n int64
+	start := 0
+	for i := 1; i+1 < len(text); i++ {
+		if text[i] == ' ' && isLetter(text[i+1]) && !isSpace(text[i-1]) {
+			n += c.word(text[start:i])
+			start = i
+		}
+	}
+	return n + c.word(text[start:])
+}
+
+// word counts one piece of text, from the shared table when it is there.
+func (c *Counter) word(text []byte) int64 {
 	if len(text) == 0 {
 		return 0
+	}
+	var h uint64
+	var slot *atomic.Uint64
+	if len(text) <= cacheMaxText {
+		h = maphash.Bytes(c.seed, text)
+		slot = &c.cache[h%cacheSlots]
+		if v := slot.Load(); v != 0 && v>>cacheCountBit == h>>cacheCountBit {
+			return int64(v & cacheCountMax)
+		}
 	}
 	if c.Load() != nil {
 		return int64(len(text)+3) / 4
@@ -77,5 +124,12 @@ func (c *Counter) Tokens(text []byte) int64 {
 	if err != nil {
 		return int64(len(text)+3) / 4
 	}
+	if slot != nil && n > 0 && n <= cacheCountMax {
+		slot.Store(h>>cacheCountBit<<cacheCountBit | uint64(n))
+	}
 	return int64(n)
 }
+
+func isLetter(c byte) bool { return (c|0x20) >= 'a' && (c|0x20) <= 'z' }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -1,6 +1,8 @@
 package tokencount
 
 import (
+	"hash/maphash"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +94,8 @@ func TestConcurrent(t *testing.T) {
 }
 
 // BenchmarkTokens is the cost per streamed delta when a stream reports no
-// usage: one token of text, as OpenAI streams it.
+// usage, in steady state: one token of text, as OpenAI streams it, seen
+// before by some stream.
 func BenchmarkTokens(b *testing.B) {
 	c, _ := New("o200k_base")
 	if err := c.Load(); err != nil {
@@ -102,5 +105,96 @@ func BenchmarkTokens(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Tokens(delta)
+	}
+}
+
+// TestCachedCountsAllocateNothing: a delta seen before is counted from the
+// shared table, with no allocation, and still right.
+func TestCachedCountsAllocateNothing(t *testing.T) {
+	c, _ := New("o200k_base")
+	for _, tt := range []struct {
+		name  string
+		delta string
+		want  int64
+	}{
+		{"one token", " throughput", 1},
+		{"several tokens", " tokens per second", 3},
+		{"non-ASCII", " 東京", 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := []byte(tt.delta)
+			if got := c.Tokens(b); got != tt.want {
+				t.Fatalf("first count %d, want %d", got, tt.want)
+			}
+			if got := c.Tokens(b); got != tt.want {
+				t.Fatalf("cached count %d, want %d", got, tt.want)
+			}
+			if allocs := testing.AllocsPerRun(100, func() { c.Tokens(b) }); allocs != 0 {
+				t.Errorf("%v allocations per cached count, want 0", allocs)
+			}
+		})
+	}
+	// Long texts are not cached, and still counted right.
+	long := []byte(strings.Repeat(" measured", 10))
+	if got := c.Tokens(long); got != 10 {
+		t.Errorf("long text: %d, want 10", got)
+	}
+}
+
+// BenchmarkTokensLongDelta is a delta of many words, as buffered filters
+// send: counted word by word from the shared table.
+func BenchmarkTokensLongDelta(b *testing.B) {
+	c, _ := New("o200k_base")
+	if err := c.Load(); err != nil {
+		b.Fatal(err)
+	}
+	delta := []byte(" a delta of a dozen words or so, as the buffered filters send them")
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Tokens(delta)
+	}
+}
+
+// TestWordByWordIsExact: counting word by word gives the tokenizer's count
+// of the whole text, on text of every kind (prose, code, numbers, runs of
+// spaces, newlines, non-ASCII, contractions) and on random mixes of it.
+func TestWordByWordIsExact(t *testing.T) {
+	codec, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := New("o200k_base")
+	pieces := []string{
+		"Hello", " world", ",", " it's", " we'll", "  two spaces", "\n", "\n\n", " \n x", "\t tab",
+		" 1,024", " tokens", "/s", " (p95)", " func", "(x int)", " {", "\n\treturn", " x", "*2", "}",
+		" Température", " naïve", " 東京", " emoji 🙂", " CamelCase", " ALLCAPS", " a", "  ", "x",
+		" don't", " ...", " --flag", " e.g.", " URL: https://example.com/a?b=c",
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 2000; i++ {
+		var b strings.Builder
+		for j := rng.IntN(30); j >= 0; j-- {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		text := b.String()
+		want, _ := codec.Count(text)
+		if got := c.Tokens([]byte(text)); got != int64(want) {
+			t.Fatalf("Tokens(%q) = %d, the tokenizer counts %d", text, got, want)
+		}
+	}
+}
+
+// BenchmarkTokensFirstSight is the cost of a word no stream has sent
+// before: the tokenizer itself.
+func BenchmarkTokensFirstSight(b *testing.B) {
+	c, _ := New("o200k_base")
+	if err := c.Load(); err != nil {
+		b.Fatal(err)
+	}
+	word := []byte(" throughputs")
+	b.ReportAllocs()
+	for b.Loop() {
+		c.word(word)
+		c.cache[maphash.Bytes(c.seed, word)%cacheSlots].Store(0)
 	}
 }
