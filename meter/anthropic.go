@@ -77,11 +77,13 @@ func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 		o.Degrade("event_not_json")
 		return
 	}
-	var typ, message, delta, usage, errObj, block string
+	var typ, message, delta, usage, errObj, block, index string
 	rawMembers(view(data), func(k, v string) bool {
 		switch k {
 		case "type":
 			typ = v
+		case "index":
+			index = v
 		case "message":
 			message = v
 		case "delta":
@@ -104,13 +106,13 @@ func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 	}
 	switch kind {
 	case "content_block_delta":
-		anthropicDelta(o, delta)
+		anthropicDelta(o, delta, index)
 	case "content_block_start":
 		// Blocks start empty; a text or thinking block that arrives with
 		// its text already in it (some compatible servers) is output.
 		// tool_use starts with "input":{}, which is not generated yet: its
 		// arguments follow as input_json_delta.
-		anthropicDelta(o, block)
+		anthropicDelta(o, block, index)
 	case "message_start":
 		// Its usage.output_tokens is a placeholder (1 to 5) that the
 		// message_delta replaces; a truncated stream is better served by
@@ -142,8 +144,9 @@ func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 // text is visible; thinking and tool input are output but not visible.
 // signature_delta (the end of a thinking block), citations_delta (cited
 // text is not generated, nor billed as output) and redacted_thinking (an
-// encrypted blob) carry no countable text.
-func anthropicDelta(o *Observer, d string) {
+// encrypted blob) carry no countable text. index is the content block's,
+// for a text sink.
+func anthropicDelta(o *Observer, d, index string) {
 	var typ, text, thinking, partial string
 	rawMembers(d, func(k, v string) bool {
 		switch k {
@@ -160,20 +163,59 @@ func anthropicDelta(o *Observer, d string) {
 	})
 	var out string
 	visible := false
+	kind := TextAnswer
 	switch typ {
 	case `"text_delta"`, `"text"`:
 		out, visible = text, true
 	case `"thinking_delta"`, `"thinking"`:
-		out = thinking
+		out, kind = thinking, TextReasoning
 	case `"input_json_delta"`:
 		// The first one of every tool_use block is "" and is not a token.
-		out = partial
+		out, kind = partial, TextToolCallArguments
+	case `"tool_use"`, `"server_tool_use"`:
+		if o.capturing() {
+			emitAnthropicToolUse(o, int(rawLooseInt(index)), d)
+		}
+		return
 	default:
 		return
 	}
 	if s, ok := rawText(out); ok && s != "" {
 		o.Output(estimateText(bytesOf(s)), visible)
+		if o.capturing() {
+			o.emit(int(rawLooseInt(index)), kind, out)
+		}
 	}
+}
+
+// emitAnthropicToolUse hands a text sink the id and name of a tool_use
+// block as it starts, and its input if a server sent it whole there
+// rather than as input_json_delta.
+func emitAnthropicToolUse(o *Observer, item int, block string) {
+	rawMembers(block, func(k, v string) bool {
+		switch k {
+		case "id":
+			if rawNonEmptyString(v) {
+				o.emit(item, TextToolCallID, v)
+			}
+		case "name":
+			if rawNonEmptyString(v) {
+				o.emit(item, TextToolCallName, v)
+			}
+		case "input":
+			// Streamed blocks start with an empty object, whose
+			// arguments follow as input_json_delta.
+			empty := true
+			rawMembers(v, func(string, string) bool {
+				empty = false
+				return false
+			})
+			if !empty {
+				o.emit(item, TextToolCallArguments, v)
+			}
+		}
+		return true
+	})
 }
 
 // readMessage reads a Message object: message_start's, or a whole
@@ -199,7 +241,7 @@ func (a *anthropicMessages) readMessage(o *Observer, msg string, whole bool) (to
 			a.readUsage(o, v, whole)
 		case "content":
 			if whole {
-				tokens = anthropicContentTokens(v)
+				tokens = anthropicContentTokens(o, v)
 			}
 		}
 		return true
@@ -209,26 +251,39 @@ func (a *anthropicMessages) readMessage(o *Observer, msg string, whole bool) (to
 
 // anthropicContentTokens estimates a whole message's generated content:
 // text, thinking and tool input (read as raw JSON, close to how its
-// streamed partial_json would count).
-func anthropicContentTokens(content string) (tokens int64) {
+// streamed partial_json would count), and hands it to a text sink.
+func anthropicContentTokens(o *Observer, content string) (tokens int64) {
+	item := 0
 	rawElements(content, func(b string) bool {
-		var typ, input string
+		var typ, input, text, thinking string
 		rawMembers(b, func(k, v string) bool {
 			switch k {
 			case "type":
 				typ = v
-			case "text", "thinking":
-				if s, ok := rawText(v); ok {
-					tokens += estimateText(bytesOf(s))
-				}
+			case "text":
+				text = v
+			case "thinking":
+				thinking = v
 			case "input":
 				input = v
 			}
 			return true
 		})
+		if s, ok := rawText(text); ok {
+			tokens += estimateText(bytesOf(s))
+			o.emit(item, TextAnswer, text)
+		}
+		if s, ok := rawText(thinking); ok {
+			tokens += estimateText(bytesOf(s))
+			o.emit(item, TextReasoning, thinking)
+		}
 		if typ == `"tool_use"` && len(input) > 0 && input[0] == '{' {
 			tokens += estimateText(bytesOf(input))
+			if o.capturing() {
+				emitAnthropicToolUse(o, item, b)
+			}
 		}
+		item++
 		return true
 	})
 	return tokens

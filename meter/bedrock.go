@@ -209,7 +209,23 @@ func (b *bedrock) Event(o *Observer, ev *sse.Event) {
 func (b *bedrock) readConverseEvent(o *Observer, typ []byte, s string) {
 	switch string(typ) {
 	case "contentBlockDelta":
-		bedrockConverseDelta(o, rawMember(s, "delta"))
+		item := 0
+		if o.capturing() {
+			item = int(rawLooseInt(rawMember(s, "contentBlockIndex")))
+		}
+		bedrockConverseDelta(o, rawMember(s, "delta"), item)
+	case "contentBlockStart":
+		if o.capturing() {
+			// A tool call's id and name come here, before its input.
+			item := int(rawLooseInt(rawMember(s, "contentBlockIndex")))
+			tool := rawMember(rawMember(s, "start"), "toolUse")
+			if id := rawMember(tool, "toolUseId"); rawNonEmptyString(id) {
+				o.emit(item, TextToolCallID, id)
+			}
+			if name := rawMember(tool, "name"); rawNonEmptyString(name) {
+				o.emit(item, TextToolCallName, name)
+			}
+		}
 	case "messageStop":
 		var buf rawBuf
 		if r, ok := rawStr(rawMember(s, "stopReason"), buf[:0]); ok {
@@ -226,25 +242,28 @@ func (b *bedrock) readConverseEvent(o *Observer, typ []byte, s string) {
 
 // bedrockConverseDelta reads a contentBlockDelta's delta: text is visible;
 // reasoning text and tool input are output but not visible. A reasoning
-// signature or redacted reasoning is not generated text.
-func bedrockConverseDelta(o *Observer, d string) {
+// signature or redacted reasoning is not generated text. item is the
+// content block's index, for a text sink.
+func bedrockConverseDelta(o *Observer, d string, item int) {
 	var tokens int64
 	var output, visible bool
 	rawMembers(d, func(k, v string) bool {
 		var text string
+		kind := TextAnswer
 		switch k {
 		case "text":
 			text = v
 		case "reasoningContent":
-			text = rawMember(v, "text")
+			text, kind = rawMember(v, "text"), TextReasoning
 		case "toolUse":
 			// The first delta of a tool call may be "": not a token.
-			text = rawMember(v, "input")
+			text, kind = rawMember(v, "input"), TextToolCallArguments
 		}
 		if t, ok := rawText(text); ok && t != "" {
 			tokens += EstimateTokens(bytesOf(t))
 			output = true
 			visible = visible || k == "text"
+			o.emit(item, kind, text)
 		}
 		return true
 	})
@@ -353,13 +372,17 @@ func (b *bedrock) readChunk(o *Observer, s string) {
 // reason. Whatever the model, the last event carries Bedrock's own
 // invocation metrics, which give the usage, two server timings and the end.
 func (b *bedrock) readNative(o *Observer, s string) {
-	var typ, message, delta, usage, errObj, metrics string
+	var typ, message, delta, usage, errObj, metrics, index, block string
 	var tokens int64
 	var output bool
 	rawMembers(s, func(k, v string) bool {
 		switch k {
 		case "type":
 			typ = v
+		case "index":
+			index = v
+		case "content_block":
+			block = v
 		case "message":
 			message = v
 		case "delta":
@@ -375,6 +398,7 @@ func (b *bedrock) readNative(o *Observer, s string) {
 			if t, ok := rawText(v); ok && t != "" {
 				tokens += EstimateTokens(bytesOf(t))
 				output = true
+				o.emit(0, TextAnswer, v)
 			}
 		case "stop_reason":
 			var buf rawBuf
@@ -389,7 +413,14 @@ func (b *bedrock) readNative(o *Observer, s string) {
 	}
 	switch typ {
 	case `"content_block_delta"`:
-		bedrockAnthropicDelta(o, delta)
+		bedrockAnthropicDelta(o, delta, index)
+	case `"content_block_start"`:
+		if o.capturing() {
+			// Claude's own events: a tool_use block's id and name.
+			if t := rawMember(block, "type"); t == `"tool_use"` || t == `"server_tool_use"` {
+				emitAnthropicToolUse(o, int(rawLooseInt(index)), block)
+			}
+		}
 	case `"message_start"`:
 		// Its usage.output_tokens is a placeholder that message_delta
 		// replaces: a stream cut before then is better served by the
@@ -433,7 +464,8 @@ func (b *bedrock) readNative(o *Observer, s string) {
 // bedrockAnthropicDelta reads an Anthropic content_block_delta's delta:
 // text is visible, thinking and tool input are output; a signature_delta,
 // citations_delta or the "" that starts every tool input is nothing.
-func bedrockAnthropicDelta(o *Observer, d string) {
+// index is the content block's, for a text sink.
+func bedrockAnthropicDelta(o *Observer, d, index string) {
 	var typ, text string
 	rawMembers(d, func(k, v string) bool {
 		switch k {
@@ -448,6 +480,16 @@ func bedrockAnthropicDelta(o *Observer, d string) {
 	case `"text_delta"`, `"thinking_delta"`, `"input_json_delta"`:
 		if t, ok := rawText(text); ok && t != "" {
 			o.Output(EstimateTokens(bytesOf(t)), typ == `"text_delta"`)
+			if o.capturing() {
+				kind := TextAnswer
+				switch typ {
+				case `"thinking_delta"`:
+					kind = TextReasoning
+				case `"input_json_delta"`:
+					kind = TextToolCallArguments
+				}
+				o.emit(int(rawLooseInt(index)), kind, text)
+			}
 		}
 	}
 }
@@ -516,24 +558,33 @@ func bedrockErrorBody(o *Observer, root gjson.Result) {
 // readConverseBody reads a whole Converse response.
 func (b *bedrock) readConverseBody(o *Observer, root gjson.Result) {
 	var tokens int64
+	item := 0
 	root.Get("output.message.content").ForEach(func(_, block gjson.Result) bool {
 		block.ForEach(func(k, v gjson.Result) bool {
 			var text gjson.Result
+			kind := TextAnswer
 			switch k.Str {
 			case "text":
 				text = v
 			case "reasoningContent":
-				text = v.Get("reasoningText.text")
+				text, kind = v.Get("reasoningText.text"), TextReasoning
 			case "toolUse":
 				if in := v.Get("input"); in.IsObject() {
 					tokens += EstimateTokens(bytesOf(in.Raw))
+					if o.capturing() {
+						o.emit(item, TextToolCallID, v.Get("toolUseId").Raw)
+						o.emit(item, TextToolCallName, v.Get("name").Raw)
+						o.emit(item, TextToolCallArguments, in.Raw)
+					}
 				}
 			}
 			if text.Type == gjson.String {
 				tokens += EstimateTokens(gjsonText(text))
+				o.emit(item, kind, text.Raw)
 			}
 			return true
 		})
+		item++
 		return true
 	})
 	if r := root.Get("stopReason"); r.Type == gjson.String {
@@ -562,15 +613,24 @@ func (b *bedrock) readAnthropicBody(o *Observer, root gjson.Result) {
 		case "usage":
 			b.readUsage(o, v.Raw, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 		case "content":
+			item := 0
 			v.ForEach(func(_, block gjson.Result) bool {
 				switch block.Get("type").Str {
 				case "text":
-					tokens += EstimateTokens(gjsonText(block.Get("text")))
+					text := block.Get("text")
+					tokens += EstimateTokens(gjsonText(text))
+					o.emit(item, TextAnswer, text.Raw)
 				case "thinking":
-					tokens += EstimateTokens(gjsonText(block.Get("thinking")))
+					thinking := block.Get("thinking")
+					tokens += EstimateTokens(gjsonText(thinking))
+					o.emit(item, TextReasoning, thinking.Raw)
 				case "tool_use":
 					tokens += EstimateTokens(bytesOf(block.Get("input").Raw))
+					if o.capturing() {
+						emitAnthropicToolUse(o, item, block.Raw)
+					}
 				}
+				item++
 				return true
 			})
 		}
@@ -590,6 +650,7 @@ func (b *bedrock) readLlamaBody(o *Observer, root gjson.Result) {
 	if g := root.Get("generation"); g.Type == gjson.String {
 		if n := EstimateTokens(gjsonText(g)); n > 0 {
 			o.Output(n, true)
+			o.emit(0, TextAnswer, g.Raw)
 		}
 	}
 }

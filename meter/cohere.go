@@ -62,7 +62,7 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 		o.Degrade("event_not_json")
 		return
 	}
-	var typ, id, delta string
+	var typ, id, delta, index string
 	rawMembers(view(data), func(k, v string) bool {
 		switch k {
 		case "type":
@@ -71,6 +71,8 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 			id = v
 		case "delta":
 			delta = v
+		case "index":
+			index = v
 		}
 		return true
 	})
@@ -90,21 +92,42 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 		// content-start normally opens a block with empty text; if it
 		// ever carries text, that text is output too.
 		c := rawMember(message, "content")
-		if n := cohereTextTokens(rawMember(c, "text")); n > 0 {
+		text := rawMember(c, "text")
+		if n := cohereTextTokens(text); n > 0 {
 			o.Output(n, true)
-		} else if n := cohereTextTokens(rawMember(c, "thinking")); n > 0 {
-			o.Output(n, false)
+			o.emit(0, TextAnswer, text)
+		} else {
+			thinking := rawMember(c, "thinking")
+			if n := cohereTextTokens(thinking); n > 0 {
+				o.Output(n, false)
+				o.emit(0, TextReasoning, thinking)
+			}
 		}
 	case "tool-plan-delta":
 		// The plan a model writes before calling tools is generated text
 		// the client does not show as the answer.
-		if n := cohereTextTokens(rawMember(message, "tool_plan")); n > 0 {
+		plan := rawMember(message, "tool_plan")
+		if n := cohereTextTokens(plan); n > 0 {
 			o.Output(n, false)
+			o.emit(0, TextReasoning, plan)
 		}
 	case "tool-call-start", "tool-call-delta":
-		args := rawMember(rawMember(rawMember(message, "tool_calls"), "function"), "arguments")
+		call := rawMember(message, "tool_calls")
+		fn := rawMember(call, "function")
+		item := 0
+		if o.capturing() {
+			item = int(rawLooseInt(index))
+			if id := rawMember(call, "id"); rawNonEmptyString(id) {
+				o.emit(item, TextToolCallID, id)
+			}
+			if name := rawMember(fn, "name"); rawNonEmptyString(name) {
+				o.emit(item, TextToolCallName, name)
+			}
+		}
+		args := rawMember(fn, "arguments")
 		if n := cohereTextTokens(args); n > 0 {
 			o.Output(n, false)
+			o.emit(item, TextToolCallArguments, args)
 		}
 	case "message-end":
 		readCohereEnd(o, delta)
@@ -206,22 +229,41 @@ func (cohereChat) Body(o *Observer, body []byte) {
 			if rawKindOf(v) != kindObject {
 				break
 			}
+			// The plan comes before the answer it leads to.
+			plan := rawMember(v, "tool_plan")
+			if n := cohereTextTokens(plan); n > 0 {
+				tokens, output = tokens+n, true
+				o.emit(0, TextReasoning, plan)
+			}
 			rawValues(rawMember(v, "content"), func(part string) bool {
-				if n := cohereTextTokens(rawMember(part, "text")); n > 0 {
-					tokens, output, visible = tokens+n, true, true
-				}
-				if n := cohereTextTokens(rawMember(part, "thinking")); n > 0 {
+				text, thinking := rawMember(part, "text"), rawMember(part, "thinking")
+				if n := cohereTextTokens(thinking); n > 0 {
 					tokens, output = tokens+n, true
+					o.emit(0, TextReasoning, thinking)
+				}
+				if n := cohereTextTokens(text); n > 0 {
+					tokens, output, visible = tokens+n, true, true
+					o.emit(0, TextAnswer, text)
 				}
 				return true
 			})
-			if n := cohereTextTokens(rawMember(v, "tool_plan")); n > 0 {
-				tokens, output = tokens+n, true
-			}
+			item := 0
 			rawValues(rawMember(v, "tool_calls"), func(call string) bool {
-				if n := cohereTextTokens(rawMember(rawMember(call, "function"), "arguments")); n > 0 {
-					tokens, output = tokens+n, true
+				fn := rawMember(call, "function")
+				if o.capturing() {
+					if id := rawMember(call, "id"); rawNonEmptyString(id) {
+						o.emit(item, TextToolCallID, id)
+					}
+					if name := rawMember(fn, "name"); rawNonEmptyString(name) {
+						o.emit(item, TextToolCallName, name)
+					}
 				}
+				args := rawMember(fn, "arguments")
+				if n := cohereTextTokens(args); n > 0 {
+					tokens, output = tokens+n, true
+					o.emit(item, TextToolCallArguments, args)
+				}
+				item++
 				return true
 			})
 		}

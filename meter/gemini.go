@@ -256,6 +256,14 @@ func (g *gemini) readChunk(o *Observer, s string) {
 func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, output, visible, finished bool) {
 	index := pos
 	var finish string
+	if o.capturing() {
+		// The index may come after the content; captured text needs it
+		// first.
+		if n, ok := rawInt(rawMember(c, "index")); ok {
+			index = n
+		}
+		o.setChoice(index)
+	}
 	rawMembers(c, func(k, v string) bool {
 		switch k {
 		case "index":
@@ -266,7 +274,7 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 			finish = geminiStringBody(v)
 		case "content":
 			rawElements(rawMember(v, "parts"), func(part string) bool {
-				n, out, vis := readGeminiPart(part)
+				n, out, vis := readGeminiPart(o, part)
 				tokens += n
 				output = output || out
 				visible = visible || vis
@@ -293,23 +301,33 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 // partialArgs) and generated code are output but not answer text; an inline
 // image from an image model is the answer itself, with no text to estimate.
 // Parts that hold only a thoughtSignature, or empty text, are not output.
-func readGeminiPart(part string) (tokens int64, output, visible bool) {
-	var text string
+func readGeminiPart(o *Observer, part string) (tokens int64, output, visible bool) {
+	var text, textRaw string
 	var thought, inline bool
 	rawMembers(part, func(k, v string) bool {
 		switch k {
 		case "text":
-			text = geminiStringBody(v)
+			text, textRaw = geminiStringBody(v), v
 		case "thought":
 			thought = v == "true"
 		case "functionCall":
 			n, out := geminiCallTokens(v)
 			tokens += n
 			output = output || out
+			if o.capturing() {
+				emitGeminiCall(o, o.newItem(), v)
+			}
 		case "executableCode":
 			if code := geminiStringBody(rawMember(v, "code")); code != "" {
 				tokens += EstimateTokens(bytesOf(code))
 				output = true
+				if o.capturing() {
+					// Code the model writes for its code execution
+					// tool is a call of that tool.
+					item := o.newItem()
+					o.emit(item, TextToolCallName, `"code_execution"`)
+					o.emit(item, TextToolCallArguments, v)
+				}
 			}
 		case "inlineData":
 			inline = v[0] == '{'
@@ -320,6 +338,11 @@ func readGeminiPart(part string) (tokens int64, output, visible bool) {
 		tokens += EstimateTokens(bytesOf(text))
 		output = true
 		visible = visible || !thought
+		if thought {
+			o.emit(0, TextReasoning, textRaw)
+		} else {
+			o.emit(0, TextAnswer, textRaw)
+		}
 	}
 	if inline && !thought {
 		output, visible = true, true
@@ -363,6 +386,33 @@ func geminiCallTokens(fc string) (tokens int64, output bool) {
 		return true
 	})
 	return tokens, output
+}
+
+// emitGeminiCall hands a text sink a functionCall part, which arrives
+// whole: its id (Vertex AI and newer models send one), name and args.
+// Vertex's streamed partialArgs are not put back together.
+func emitGeminiCall(o *Observer, item int, fc string) {
+	var id, name, args string
+	rawMembers(fc, func(k, v string) bool {
+		switch k {
+		case "id":
+			id = v
+		case "name":
+			name = v
+		case "args":
+			args = v
+		}
+		return true
+	})
+	if rawNonEmptyString(name) {
+		o.emit(item, TextToolCallName, name)
+	}
+	if rawNonEmptyString(id) {
+		o.emit(item, TextToolCallID, id)
+	}
+	if rawKindOf(args) == kindObject {
+		o.emit(item, TextToolCallArguments, args)
+	}
 }
 
 // geminiStringBody returns the inside of a raw JSON string, escapes

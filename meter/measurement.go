@@ -131,6 +131,9 @@ type Measurement struct {
 	MaxChunkGap time.Duration
 	// Stalls counts gaps between chunks longer than the stall threshold.
 	Stalls int64
+	// ChunkGaps is the distribution of the gaps between chunks, for the
+	// per-chunk time_per_output_chunk histogram.
+	ChunkGaps ChunkGaps
 	// OutputEvents counts events that carried generated output.
 	OutputEvents int64
 	// EstimatedOutputTokens is the running estimate from the streamed text;

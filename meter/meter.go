@@ -283,6 +283,7 @@ func (mt *Meter) onEvent(ev *sse.Event) {
 		if gap > mt.opts.StallThreshold {
 			m.Stalls++
 		}
+		m.ChunkGaps.add(gap)
 	}
 	mt.lastChunk = at
 	m.Chunks++
@@ -354,6 +355,11 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 	switch {
 	case mt.abandoned && abort == OutcomeUnknown && m.StatusCode < 400:
 		m.Outcome = OutcomeUnknown
+	case abort == OutcomeClientAbort && mt.obs.done && !mt.obs.failed:
+		// The client left after the terminator reached it, as the official
+		// SDKs do: they close the response on data: [DONE], often before
+		// the proxy has read the upstream's end. The answer was whole.
+		m.Outcome = OutcomeCompleted
 	case abort != OutcomeUnknown:
 		m.Outcome = abort
 		if abort == OutcomeUpstreamError && m.ErrorType == "" {

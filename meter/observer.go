@@ -24,6 +24,12 @@ type Observer struct {
 	// Estimator); scratch is where their text is decoded for it.
 	est     Estimator
 	scratch []byte
+	// text receives the generated text when content capture is on (see
+	// text.go); choice is the choice the dialect is reading, items counts
+	// the tool calls numbered by newItem.
+	text   TextSink
+	choice int
+	items  int
 }
 
 // streamedTokens estimates the tokens of a streamed text fragment, s being

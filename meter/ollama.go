@@ -120,17 +120,19 @@ func readOllamaLine(o *Observer, line []byte) {
 				o.Model(m)
 			}
 		case "message":
-			n, out, vis := readOllamaMessage(v)
+			n, out, vis := readOllamaMessage(o, v)
 			tokens, output, visible = tokens+n, output || out, visible || vis
 		case "response":
 			if n := ollamaTextTokens(v); n > 0 {
 				tokens, output, visible = tokens+n, true, true
+				o.emit(0, TextAnswer, v)
 			}
 		case "thinking":
 			// /api/generate puts a thinking model's reasoning at the top
 			// level; it is output, not answer text.
 			if n := ollamaTextTokens(v); n > 0 {
 				tokens, output = tokens+n, true
+				o.emit(0, TextReasoning, v)
 			}
 		case "done":
 			done = rawKindOf(v) == kindTrue
@@ -186,22 +188,27 @@ func readOllamaLine(o *Observer, line []byte) {
 // readOllamaMessage reads /api/chat's message: content is answer text,
 // thinking is reasoning, and tool calls arrive whole, arguments already an
 // object, so the call itself is the generated output.
-func readOllamaMessage(m string) (tokens int64, output, visible bool) {
+func readOllamaMessage(o *Observer, m string) (tokens int64, output, visible bool) {
 	rawMembers(m, func(k, v string) bool {
 		switch k {
 		case "content":
 			if n := ollamaTextTokens(v); n > 0 {
 				tokens, output, visible = tokens+n, true, true
+				o.emit(0, TextAnswer, v)
 			}
 		case "thinking":
 			if n := ollamaTextTokens(v); n > 0 {
 				tokens, output = tokens+n, true
+				o.emit(0, TextReasoning, v)
 			}
 		case "tool_calls":
 			rawValues(v, func(call string) bool {
 				if f := rawMember(call, "function"); rawKindOf(f) == kindObject {
 					tokens += EstimateTokens(bytesOf(f))
 					output = true
+					if o.capturing() {
+						emitOllamaCall(o, call, f)
+					}
 				}
 				return true
 			})
@@ -209,6 +216,21 @@ func readOllamaMessage(m string) (tokens int64, output, visible bool) {
 		return true
 	})
 	return tokens, output, visible
+}
+
+// emitOllamaCall hands a text sink a tool call, which Ollama sends whole:
+// its id (newer servers send one), name and arguments object.
+func emitOllamaCall(o *Observer, call, fn string) {
+	item := o.newItem()
+	if id := rawMember(call, "id"); rawNonEmptyString(id) {
+		o.emit(item, TextToolCallID, id)
+	}
+	if name := rawMember(fn, "name"); rawNonEmptyString(name) {
+		o.emit(item, TextToolCallName, name)
+	}
+	if args := rawMember(fn, "arguments"); args != "" {
+		o.emit(item, TextToolCallArguments, args)
+	}
 }
 
 // ollamaTextTokens estimates a raw JSON string's tokens; anything else, and

@@ -187,6 +187,11 @@ func readOpenAIChoice(o *Observer, choice string) (tokens int64, output, visible
 	var index int64
 	var finish, text string
 	var delta bool
+	if o.capturing() {
+		// The index may come after the delta; captured text needs it
+		// first.
+		o.setChoice(rawLooseInt(rawMember(choice, "index")))
+	}
 	rawMembers(choice, func(k, v string) bool {
 		switch k {
 		case "index":
@@ -207,6 +212,7 @@ func readOpenAIChoice(o *Observer, choice string) (tokens int64, output, visible
 	if t, ok := rawText(text); ok && !delta && t != "" {
 		tokens += o.streamedTokens(t)
 		output, visible = true, true
+		o.emit(0, TextAnswer, text)
 	}
 	var b rawBuf
 	if r, ok := rawStr(finish, b[:0]); ok {
@@ -227,6 +233,7 @@ func readOpenAIDelta(o *Observer, d string) (tokens int64, output, visible bool)
 			if t, ok := rawText(v); ok && t != "" {
 				tokens += o.streamedTokens(t)
 				output, visible = true, true
+				o.emit(0, TextAnswer, v)
 			} else if rawKindOf(v) == kindArray {
 				n, out, vis := readOpenAIContentParts(o, v)
 				tokens, output, visible = tokens+n, output || out, visible || vis
@@ -235,17 +242,26 @@ func readOpenAIDelta(o *Observer, d string) (tokens int64, output, visible bool)
 			if t, ok := rawText(v); ok && t != "" {
 				tokens += o.streamedTokens(t)
 				output = true
+				o.emit(0, TextReasoning, v)
 			}
 		case "tool_calls":
 			rawValues(v, func(call string) bool {
-				if n := argumentTokens(o, rawMember(rawMember(call, "function"), "arguments")); n > 0 {
+				fn, item := rawMember(call, "function"), 0
+				if o.capturing() {
+					item = int(rawLooseInt(rawMember(call, "index")))
+					emitOpenAIToolCall(o, item, rawMember(call, "id"), fn)
+				}
+				if n := argumentTokens(o, item, rawMember(fn, "arguments")); n > 0 {
 					tokens += n
 					output = true
 				}
 				return true
 			})
 		case "function_call":
-			if n := argumentTokens(o, rawMember(v, "arguments")); n > 0 {
+			if o.capturing() {
+				emitOpenAIToolCall(o, 0, "", v)
+			}
+			if n := argumentTokens(o, 0, rawMember(v, "arguments")); n > 0 {
 				tokens += n
 				output = true
 			}
@@ -279,16 +295,19 @@ func readOpenAIContentParts(o *Observer, parts string) (tokens int64, output, vi
 			if t, ok := rawText(text); ok && t != "" {
 				tokens += o.streamedTokens(t)
 				output, visible = true, true
+				o.emit(0, TextAnswer, text)
 			}
 		case `"thinking"`:
 			if t, ok := rawText(thinking); ok && t != "" {
 				tokens += o.streamedTokens(t)
 				output = true
+				o.emit(0, TextReasoning, thinking)
 			}
 			rawValues(thinking, func(part string) bool {
-				if t, ok := rawText(rawMember(part, "text")); ok && t != "" {
-					tokens += o.streamedTokens(t)
+				if raw := rawMember(part, "text"); rawNonEmptyString(raw) {
+					tokens += o.streamedTokens(raw[1 : len(raw)-1])
 					output = true
+					o.emit(0, TextReasoning, raw)
 				}
 				return true
 			})
@@ -299,12 +318,31 @@ func readOpenAIContentParts(o *Observer, parts string) (tokens int64, output, vi
 }
 
 // argumentTokens estimates a tool call's arguments fragment, a raw JSON
-// string; the "" that starts a call is no token.
-func argumentTokens(o *Observer, args string) int64 {
+// string; the "" that starts a call is no token. item is the call's index,
+// for a text sink.
+func argumentTokens(o *Observer, item int, args string) int64 {
 	if t, ok := rawText(args); ok && t != "" {
+		o.emit(item, TextToolCallArguments, args)
 		return o.streamedTokens(t)
 	}
 	return 0
+}
+
+// emitOpenAIToolCall hands a text sink the id and name of a streamed tool
+// call, which come in its first delta.
+func emitOpenAIToolCall(o *Observer, item int, id, fn string) {
+	if rawNonEmptyString(id) {
+		o.emit(item, TextToolCallID, id)
+	}
+	if name := rawMember(fn, "name"); rawNonEmptyString(name) {
+		o.emit(item, TextToolCallName, name)
+	}
+}
+
+// rawNonEmptyString reports whether raw is a JSON string with something in
+// it.
+func rawNonEmptyString(raw string) bool {
+	return len(raw) > 2 && raw[0] == '"' && raw[len(raw)-1] == '"'
 }
 
 // readOpenAIUsage reads a usage object. prompt_tokens already includes

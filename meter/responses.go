@@ -70,13 +70,17 @@ func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 		o.Degrade("event_not_json")
 		return
 	}
-	var typ, delta, resp, errObj, code string
+	var typ, delta, resp, errObj, code, index, item string
 	rawMembers(view(data), func(k, v string) bool {
 		switch k {
 		case "type":
 			typ = v
 		case "delta":
 			delta = v
+		case "output_index":
+			index = v
+		case "item":
+			item = v
 		case "response":
 			resp = v
 		case "error":
@@ -95,12 +99,17 @@ func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 	}
 	switch kind {
 	case "response.output_text.delta", "response.refusal.delta":
-		responsesOutput(o, delta, true)
-	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta",
-		"response.function_call_arguments.delta", "response.custom_tool_call_input.delta",
-		"response.mcp_call_arguments.delta", "response.code_interpreter_call_code.delta":
+		responsesOutput(o, delta, true, TextAnswer, index)
+	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		// Reasoning and tool input are generated tokens, not answer text.
-		responsesOutput(o, delta, false)
+		responsesOutput(o, delta, false, TextReasoning, index)
+	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta",
+		"response.mcp_call_arguments.delta", "response.code_interpreter_call_code.delta":
+		responsesOutput(o, delta, false, TextToolCallArguments, index)
+	case "response.output_item.added":
+		if o.capturing() {
+			emitResponsesToolCall(o, int(rawLooseInt(index)), item)
+		}
 	case "response.created", "response.in_progress", "response.queued":
 		// Model and id arrive here first, so a truncated stream has them.
 		readResponsesObject(o, resp, false)
@@ -124,11 +133,50 @@ func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 }
 
 // responsesOutput reports a delta event's text; an empty delta is not a
-// token.
-func responsesOutput(o *Observer, delta string, visible bool) {
+// token. kind and index (the output item's) are for a text sink.
+func responsesOutput(o *Observer, delta string, visible bool, kind TextKind, index string) {
 	if s, ok := rawText(delta); ok && s != "" {
 		o.Output(estimateText(bytesOf(s)), visible)
+		if o.capturing() {
+			o.emit(int(rawLooseInt(index)), kind, delta)
+		}
 	}
+}
+
+// emitResponsesToolCall hands a text sink the id and name of a tool call
+// output item when it is added, before its arguments stream: a function or
+// custom tool call's call_id and name, an MCP call's id and name, or a
+// code interpreter call's id with its type for a name.
+func emitResponsesToolCall(o *Observer, index int, item string) {
+	var typ, id, callID, name string
+	rawMembers(item, func(k, v string) bool {
+		switch k {
+		case "type":
+			typ = v
+		case "id":
+			id = v
+		case "call_id":
+			callID = v
+		case "name":
+			name = v
+		}
+		return true
+	})
+	switch typ {
+	case `"function_call"`, `"custom_tool_call"`, `"mcp_call"`, `"code_interpreter_call"`:
+	default:
+		return
+	}
+	if rawNonEmptyString(callID) {
+		id = callID
+	}
+	if !rawNonEmptyString(name) {
+		name = typ
+	}
+	if rawNonEmptyString(id) {
+		o.emit(index, TextToolCallID, id)
+	}
+	o.emit(index, TextToolCallName, name)
 }
 
 // Body implements Dialect: a whole response object, or an error object.
@@ -156,7 +204,7 @@ func (openAIResponses) Body(o *Observer, body []byte) {
 		return
 	}
 	readResponsesObject(o, view(body), true)
-	if n := responsesOutputTokens(output); n > 0 {
+	if n := responsesOutputTokens(o, output); n > 0 {
 		o.Output(n, true)
 	}
 }
@@ -265,31 +313,42 @@ func rawMemberCount(obj, key string) int64 {
 
 // responsesOutputTokens estimates the generated part of a whole response's
 // output items: message text and refusals, reasoning summaries and text,
-// and tool-call input.
-func responsesOutputTokens(output string) (tokens int64) {
-	text := func(v string) {
+// and tool-call input; and hands them to a text sink, each item's by its
+// place in output.
+func responsesOutputTokens(o *Observer, output string) (tokens int64) {
+	index := 0
+	text := func(v string, kind TextKind) {
 		if s, ok := rawText(v); ok {
 			tokens += estimateText(bytesOf(s))
+			o.emit(index, kind, v)
 		}
 	}
 	rawElements(output, func(item string) bool {
+		kind := TextAnswer
+		if o.capturing() {
+			emitResponsesToolCall(o, index, item)
+			if rawMember(item, "type") == `"reasoning"` {
+				kind = TextReasoning
+			}
+		}
 		rawMembers(item, func(k, v string) bool {
 			switch k {
 			case "content", "summary":
 				rawElements(v, func(part string) bool {
 					rawMembers(part, func(k, v string) bool {
 						if k == "text" || k == "refusal" {
-							text(v)
+							text(v, kind)
 						}
 						return true
 					})
 					return true
 				})
 			case "arguments", "input", "code":
-				text(v)
+				text(v, TextToolCallArguments)
 			}
 			return true
 		})
+		index++
 		return true
 	})
 	return tokens

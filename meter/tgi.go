@@ -99,8 +99,13 @@ func (tgi) Event(o *Observer, ev *sse.Event) {
 		// is exact even without details. Special tokens (<|eot_id|>) and
 		// byte-fallback pieces whose text is still empty are tokens but
 		// not text a user sees.
-		t, ok := rawText(rawMember(token, "text"))
-		o.Output(1, ok && t != "" && rawKindOf(rawMember(token, "special")) != kindTrue)
+		text := rawMember(token, "text")
+		t, ok := rawText(text)
+		visible := ok && t != "" && rawKindOf(rawMember(token, "special")) != kindTrue
+		o.Output(1, visible)
+		if visible {
+			o.emit(0, TextAnswer, text)
+		}
 	}
 	// Only the last event has a generated_text; every other has null.
 	if rawKindOf(final) != kindString {
@@ -166,8 +171,10 @@ func (tgi) Body(o *Observer, body []byte) {
 	if tgiError(o, rawMember(s, "error"), rawMember(s, "error_type")) {
 		return
 	}
-	if t, ok := rawText(rawMember(s, "generated_text")); ok && t != "" {
+	text := rawMember(s, "generated_text")
+	if t, ok := rawText(text); ok && t != "" {
 		o.Output(max(EstimateTokens(bytesOf(t)), 1), true)
+		o.emit(0, TextAnswer, text)
 	}
 	readTGIDetails(o, rawMember(s, "details"))
 }
