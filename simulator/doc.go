@@ -29,4 +29,8 @@
 // error events, truncated streams, cut connections) are injected by config
 // or per request by Tokentap-Sim-* headers, which pass through a proxy
 // untouched.
+//
+// For benchmarks, HeaderStamp makes every write of an SSE stream carry its
+// send time in an SSE comment, so that a client on the same machine can
+// measure each event's delivery delay through any proxy on one clock.
 package simulator

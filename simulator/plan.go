@@ -215,6 +215,7 @@ type overrides struct {
 	jitterSet     bool // a header jitter of 0 must still override
 	ttftSet       bool // as must a header time to first token of 0
 	usage         string
+	stamp         bool // HeaderStamp: prefix every SSE write with its send time
 }
 
 func badHeader(name, value, why string) *apiError {
@@ -281,6 +282,13 @@ func parseOverrides(h http.Header) (overrides, error) {
 		}
 		o.profile.TokensPerSecond = f
 	}
+	if v := h.Get(HeaderStamp); v != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return o, badHeader(HeaderStamp, v, `want "true" or "false"`)
+		}
+		o.stamp = b
+	}
 	if v := h.Get(HeaderJitter); v != "" {
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || checkJitter(f) != nil {
@@ -323,6 +331,9 @@ func (h *Handler) PlanTarget(target string, body []byte, header http.Header) (Pl
 	}
 	p, err := h.plan(f, u, body, o)
 	if err != nil {
+		return Plan{}, err
+	}
+	if err := checkStamp(&p, o); err != nil {
 		return Plan{}, err
 	}
 	p.Status, p.StatusBody = h.failStatus(o)

@@ -198,6 +198,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		return nil
 	}
 	p, err := h.plan(f, r.URL, body, o)
+	if err == nil {
+		err = checkStamp(&p, o)
+	}
 	if err != nil {
 		writeError(w, f, err)
 		return nil
@@ -205,7 +208,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	s := newScheduler(r, start)
 	defer s.stop()
 	if p.Stream {
-		serveStream(w, s, &p)
+		serveStream(w, s, &p, o.stamp)
 	} else {
 		serveBody(w, s, &p)
 	}

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -53,9 +54,21 @@ func (s *scheduler) stop() {
 type eventWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
+	// stamp prefixes each write with its send time (HeaderStamp), built in
+	// buf so that the comment and the events leave in one write.
+	stamp bool
+	buf   []byte
 }
 
-func (e eventWriter) send(b []byte) bool {
+func (e *eventWriter) send(b []byte) bool {
+	if e.stamp {
+		// The clock is read after the events were rendered, so the stamp
+		// leaves out the simulator's own rendering; only the copy into
+		// buf separates it from the write.
+		e.buf = appendStamp(e.buf[:0], time.Now(), bytes.HasSuffix(b, []byte("\r\n")))
+		e.buf = append(e.buf, b...)
+		b = e.buf
+	}
 	if _, err := e.w.Write(b); err != nil {
 		return false
 	}
@@ -89,7 +102,7 @@ func seconds(d time.Duration) string {
 // serveStream sends p as its format's stream: what precedes the first token
 // at once, each token's event at its scheduled time, then the format's end
 // (finish, usage, terminator), or the planned fault instead of it.
-func serveStream(w http.ResponseWriter, s *scheduler, p *Plan) {
+func serveStream(w http.ResponseWriter, s *scheduler, p *Plan, stamp bool) {
 	enc := p.f.stream(p)
 	h := w.Header()
 	h.Set("Content-Type", enc.contentType())
@@ -97,7 +110,7 @@ func serveStream(w http.ResponseWriter, s *scheduler, p *Plan) {
 	declareTrailers(w)
 	w.WriteHeader(http.StatusOK)
 
-	out := eventWriter{w: w, rc: http.NewResponseController(w)}
+	out := &eventWriter{w: w, rc: http.NewResponseController(w), stamp: stamp}
 	if !enc.start(out.send) {
 		return
 	}

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tokentap/tokentap/loadgen"
+	"github.com/tokentap/tokentap/simulator"
+)
+
+// requestTimeout bounds one benchmark request: the longest stream of the
+// default levels lasts about a second.
+const requestTimeout = time.Minute
+
+// simHeader is the simulator's schedule for one request, and the stamps
+// that date every write.
+func simHeader(ttft time.Duration, rate float64, tokens int) http.Header {
+	h := http.Header{}
+	h.Set(simulator.HeaderStamp, "true")
+	h.Set(simulator.HeaderTimeToFirstToken, ttft.String())
+	h.Set(simulator.HeaderTokensPerSecond, strconv.FormatFloat(rate, 'f', -1, 64))
+	h.Set(simulator.HeaderOutputTokens, strconv.Itoa(tokens))
+	return h
+}
+
+// roundOrder is the order of the paths in round r: A B C D, then D C B A,
+// so that each path is as often early as late in a round.
+func roundOrder(r int) []int {
+	order := []int{pathDirect, pathCaddy, pathTokentap, pathControl}
+	if r%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
+}
+
+// level measures every path at one concurrency: a warm-up that opens the
+// connections, then the rounds.
+func (b *bench) level(ctx context.Context, li int, lv level) error {
+	fmt.Fprintf(b.log, "concurrency %d: %d-token streams at %g tokens/s, %d rounds of %v per path\n",
+		lv.Concurrency, lv.Tokens, lv.TokensPerSecond, b.o.rounds, b.o.cell)
+	for _, p := range roundOrder(0) {
+		if err := b.warmUp(ctx, b.paths[p], lv.Concurrency); err != nil {
+			return err
+		}
+	}
+	for r := range b.o.rounds {
+		for _, p := range roundOrder(r) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := b.cell(ctx, li, lv, r, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// warmUp sends one short request per client, all at once, so that the
+// client's pool and the proxy's upstream pool hold as many connections as
+// the level needs before anything is measured.
+func (b *bench) warmUp(ctx context.Context, p *path, concurrency int) error {
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		URL: p.url + "/v1", Models: []string{"warm-up"}, Concurrency: concurrency, Requests: concurrency,
+		Timeout: requestTimeout, Client: p.client,
+		Header: simHeader(0, 1000, 2),
+	})
+	if err != nil {
+		return err
+	}
+	if rep.Total.Failed > 0 {
+		return fmt.Errorf("warming up %s: %d of %d requests failed: %v", p.name, rep.Total.Failed, rep.Total.Requests, rep.Total.Errors)
+	}
+	return nil
+}
+
+// cell loads one path for the cell duration and pools what it measured.
+func (b *bench) cell(ctx context.Context, li int, lv level, round, pi int) error {
+	p := b.paths[pi]
+	s := b.samples[li][pi]
+	b.mu.Lock()
+	b.loads = append(b.loads, loadAverage())
+	b.mu.Unlock()
+
+	var before int64
+	if p.proc != nil {
+		var err error
+		if before, err = cpuTicks(p.proc.pid()); err != nil {
+			return err
+		}
+	}
+	started := time.Now()
+	_, err := loadgen.Run(ctx, loadgen.Config{
+		URL: p.url + "/v1", Models: []string{"bench"}, Concurrency: lv.Concurrency, Duration: b.o.cell,
+		Timeout: requestTimeout, Client: p.client,
+		Header: simHeader(b.o.ttft, lv.TokensPerSecond, lv.Tokens),
+		// A unique body per request gives each response a unique id,
+		// by which tokentap's span is matched with the client's view.
+		Prompt: func(seq int) string {
+			return fmt.Sprintf("overhead benchmark, path %s, concurrency %d, round %d, request %d", p.key, lv.Concurrency, round, seq)
+		},
+		OnResult: func(r *loadgen.Result) { b.collect(li, pi, r) },
+	})
+	if err != nil {
+		return err
+	}
+	wall := time.Since(started)
+	if p.proc != nil {
+		after, err := cpuTicks(p.proc.pid())
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		s.cpuTicks += after - before
+		b.mu.Unlock()
+	}
+	b.mu.Lock()
+	s.wall += wall
+	b.mu.Unlock()
+	return nil
+}
+
+// collect pools one request's measurements.
+func (b *bench) collect(li, pi int, r *loadgen.Result) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.samples[li][pi]
+	s.requests++
+	s.events += int64(r.Events)
+	if !r.OK() {
+		s.failed++
+		s.errors[r.ErrorKind]++
+		return
+	}
+	s.ttft = append(s.ttft, int64(r.TimeToFirstToken()))
+	for _, d := range r.Delays {
+		s.delays = append(s.delays, int64(d))
+	}
+	if pi == pathTokentap && r.ResponseID != "" {
+		b.byID[r.ResponseID] = clientView{level: li, ttft: r.TimeToFirstToken(), rate: r.OutputTokensPerSecond()}
+	}
+}
+
+// The memory measurement's streams: slow enough that all are open at
+// once for a few seconds, even when opening them takes a busy machine a
+// second.
+const (
+	memTTFT   = time.Second
+	memRate   = 2.0
+	memTokens = 8 // the last one 3.5 s after the first
+	memSample = 50 * time.Millisecond
+)
+
+// memory measures each proxy's resident memory per open stream: its RSS
+// with N streams open through it minus its RSS before, over N. It runs on
+// fresh processes, before the rounds, so that no earlier load has grown the
+// heap that the streams would then fill unseen.
+func (b *bench) memory(ctx context.Context) (memoryReport, error) {
+	out := memoryReport{Streams: b.o.rssStreams}
+	var errs []error
+	for _, pi := range []int{pathCaddy, pathTokentap, pathControl} {
+		p := b.paths[pi]
+		if err := b.warmUp(ctx, p, 4); err != nil {
+			return out, err
+		}
+		row, err := b.memoryOf(ctx, p)
+		row.Path = p.name
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+			row.Note = err.Error()
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	return out, errors.Join(errs...)
+}
+
+type rssSample struct {
+	at  time.Time
+	rss int64
+}
+
+func (b *bench) memoryOf(ctx context.Context, p *path) (memoryRow, error) {
+	pid := p.proc.pid()
+	var row memoryRow
+	var idle []int64
+	for range 5 {
+		v, err := rssBytes(pid)
+		if err != nil {
+			return row, err
+		}
+		idle = append(idle, v)
+		time.Sleep(memSample)
+	}
+	row.IdleKiB = float64(median(idle)) / 1024
+
+	done := make(chan struct{})
+	var samples []rssSample
+	var sampleErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(memSample)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				v, err := rssBytes(pid)
+				if err != nil {
+					sampleErr = err
+					return
+				}
+				samples = append(samples, rssSample{now, v})
+			}
+		}
+	})
+	var mu sync.Mutex
+	var results []*loadgen.Result
+	n := b.o.rssStreams
+	rep, err := loadgen.Run(ctx, loadgen.Config{
+		URL: p.url + "/v1", Models: []string{"memory"}, Concurrency: n, Requests: n,
+		Timeout: requestTimeout, Client: p.client,
+		Header: simHeader(memTTFT, memRate, memTokens),
+		OnResult: func(r *loadgen.Result) {
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+		},
+	})
+	close(done)
+	wg.Wait()
+	if err != nil {
+		return row, err
+	}
+	if sampleErr != nil {
+		return row, sampleErr
+	}
+	if rep.Total.Failed > 0 {
+		return row, fmt.Errorf("%d of %d streams failed: %v", rep.Total.Failed, n, rep.Total.Errors)
+	}
+	open := allOpen(results, samples)
+	if len(open) == 0 {
+		return row, fmt.Errorf("no moment with all %d streams open at once (the machine took too long to open them)", n)
+	}
+	row.Samples = len(open)
+	row.OpenKiB = float64(median(open)) / 1024
+	row.PerStreamKiB = (row.OpenKiB - row.IdleKiB) / float64(n)
+	return row, nil
+}
+
+// allOpen returns the RSS samples taken while every stream was between
+// its first and its last token: open at both ends, data flowing.
+func allOpen(results []*loadgen.Result, samples []rssSample) []int64 {
+	var from, to time.Time
+	for i, r := range results {
+		first, last := r.Start.Add(r.FirstToken), r.Start.Add(r.LastToken)
+		if i == 0 || first.After(from) {
+			from = first
+		}
+		if i == 0 || last.Before(to) {
+			to = last
+		}
+	}
+	var out []int64
+	for _, s := range samples {
+		if !s.at.Before(from) && !s.at.After(to) {
+			out = append(out, s.rss)
+		}
+	}
+	return out
+}
+
+// takeProfile loads the tokentap path at one level while its admin API
+// takes a CPU profile. It runs after the measured rounds, because
+// profiling slows the profiled process.
+func (b *bench) takeProfile(ctx context.Context) error {
+	var lv level
+	for _, l := range b.o.levels {
+		if l.Concurrency == b.o.profileAt {
+			lv = l
+		}
+	}
+	p := b.paths[pathTokentap]
+	fmt.Fprintf(b.log, "profiling %s at concurrency %d for %v into %s\n", p.name, lv.Concurrency, b.o.profileFor, b.o.profile)
+	if err := b.warmUp(ctx, p, lv.Concurrency); err != nil {
+		return err
+	}
+	adminURL := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", b.o.adminBase+pathTokentap, int(b.o.profileFor.Seconds()))
+	profiled := make(chan error, 1)
+	go func() { profiled <- fetchTo(ctx, adminURL, b.o.profile) }()
+	_, err := loadgen.Run(ctx, loadgen.Config{
+		URL: p.url + "/v1", Models: []string{"profile"}, Concurrency: lv.Concurrency,
+		Duration: b.o.profileFor + time.Second, Timeout: requestTimeout, Client: p.client,
+		Header: simHeader(b.o.ttft, lv.TokensPerSecond, lv.Tokens),
+	})
+	return errors.Join(err, <-profiled)
+}
+
+// fetchTo saves the body of a GET to a file.
+func fetchTo(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(res.Body, 1024))
+		return fmt.Errorf("%s: %s: %s", url, res.Status, msg)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/tokentap/tokentap/loadgen"
+)
+
+// defaultLoadRequests bounds a run given neither --requests nor
+// --duration: a load generator must never run without end by accident.
+const defaultLoadRequests = 100
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "load",
+		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json]",
+		Short: "Sends streaming load to an LLM API and reports TTFT, tokens/s and inter-token latency per model",
+		Long: `
+Sends streaming chat requests to an OpenAI Chat Completions or Anthropic
+Messages endpoint and reports what the client measured, per model: time to
+first token, output tokens per second ((tokens - 1) / (last token - first
+token), as tokentap measures it) and inter-token latency (the gap between
+chunks that carry output), each at p50, p95 and p99.
+
+--url is the endpoint's full URL or a base URL as the SDKs take it
+(http://localhost:8080/openai/v1 for OpenAI, https://api.anthropic.com for
+Anthropic). --model may be repeated: requests go to the models in turn, so
+that all share the same conditions.
+
+Load is closed-loop by default: --concurrency clients (default 1) each send
+their next request when the last one ends. --rate starts requests at a fixed
+rate instead, with --concurrency capping those in flight (default 256).
+A run is always bounded: by --requests, --duration or both (with neither,
+100 requests). Requests in flight when --duration ends run to their end,
+each bounded by --timeout.
+
+--prompts names a file of prompts, one per line (blank lines and # comments
+skipped; a line starting with a double quote is a JSON string, for prompts
+with newlines). --header adds a header to every request, e.g.
+--header "Authorization: Bearer $OPENAI_API_KEY" or
+--header "x-api-key: $ANTHROPIC_API_KEY".
+
+The report is a table on standard output, or JSON with --json. Ctrl-C
+stops the run and reports what finished. The exit status is 1 when every
+request failed.
+
+Against the built-in simulator of the default Caddyfile, through tokentap:
+
+  tokentap load --url http://localhost:8080/sim/v1 --model sim-fast --model sim-slow --concurrency 8 --requests 64
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			addLoadFlags(cmd)
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return runLoad(ctx, fl, cmd.OutOrStdout())
+			})
+		},
+	})
+}
+
+// addLoadFlags declares the load command's flags.
+func addLoadFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.String("url", "", "endpoint URL, or a base URL as the SDKs take it (required)")
+	f.String("api", string(loadgen.OpenAI), "wire format: openai (Chat Completions) or anthropic (Messages)")
+	f.StringArray("model", nil, "model to request; repeat for several models in one run (required)")
+	f.Int("concurrency", 0, "concurrent clients; with --rate, the cap on requests in flight (default 1, or 256 with --rate)")
+	f.Float64("rate", 0, "start requests at this many per second instead of a fixed concurrency")
+	f.Int("requests", 0, "number of requests to send (default 100 when --duration is not given either)")
+	f.Duration("duration", 0, "time during which requests are started, e.g. 30s or 5m")
+	f.Duration("timeout", loadgen.DefaultTimeout, "bound on one request, from sending it to the end of its stream")
+	f.String("prompts", "", "file of prompts, one per line")
+	f.Int("max-tokens", 0, "output cap per request (max_completion_tokens / max_tokens); 0 sends none for OpenAI, 1024 for Anthropic")
+	f.StringArray("header", nil, `header for every request, "Name: value"; repeatable`)
+	f.Bool("json", false, "print the report as JSON instead of a table")
+}
+
+// runLoad runs the load the flags describe and writes its report to out.
+func runLoad(ctx context.Context, fl caddycmd.Flags, out io.Writer) (int, error) {
+	cfg, asJSON, err := loadConfig(fl)
+	if err != nil {
+		return failed(err)
+	}
+	rep, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		return failed(err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteTable(out)
+	}
+	if err != nil {
+		return failed(fmt.Errorf("writing the report: %w", err))
+	}
+	if rep.Total.Requests > 0 && rep.Total.Succeeded == 0 {
+		return 1, fmt.Errorf("every request failed (%d)", rep.Total.Requests)
+	}
+	return 0, nil
+}
+
+// failed is the exit status of a run that could not start or report.
+func failed(err error) (int, error) { return caddy.ExitCodeFailedStartup, err }
+
+// loadConfig turns the flags into a loadgen.Config.
+func loadConfig(fl caddycmd.Flags) (loadgen.Config, bool, error) {
+	models, err := fl.GetStringArray("model")
+	if err != nil {
+		return loadgen.Config{}, false, err
+	}
+	headers, err := fl.GetStringArray("header")
+	if err != nil {
+		return loadgen.Config{}, false, err
+	}
+	cfg := loadgen.Config{
+		URL:         fl.String("url"),
+		API:         loadgen.API(strings.ToLower(fl.String("api"))),
+		Models:      models,
+		Concurrency: fl.Int("concurrency"),
+		Rate:        fl.Float64("rate"),
+		Requests:    fl.Int("requests"),
+		Duration:    fl.Duration("duration"),
+		Timeout:     fl.Duration("timeout"),
+		MaxTokens:   fl.Int("max-tokens"),
+	}
+	if !fl.Changed("requests") && !fl.Changed("duration") {
+		cfg.Requests = defaultLoadRequests
+	}
+	if cfg.Header, err = parseHeaders(headers); err != nil {
+		return loadgen.Config{}, false, err
+	}
+	if path := fl.String("prompts"); path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return loadgen.Config{}, false, fmt.Errorf("prompts: %w", err)
+		}
+		defer f.Close()
+		if cfg.Prompts, err = loadgen.ReadPrompts(f); err != nil {
+			return loadgen.Config{}, false, fmt.Errorf("prompts %s: %w", path, err)
+		}
+	}
+	return cfg, fl.Bool("json"), nil
+}
+
+// parseHeaders reads "Name: value" flags; a value may be empty, a name not.
+func parseHeaders(flags []string) (http.Header, error) {
+	h := http.Header{}
+	for _, f := range flags {
+		name, value, ok := strings.Cut(f, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf(`header %q: want "Name: value"`, f)
+		}
+		h.Add(name, strings.TrimSpace(value))
+	}
+	return h, nil
+}

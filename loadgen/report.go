@@ -1,0 +1,281 @@
+package loadgen
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+)
+
+// relativeAccuracy is the sketches' bound on a quantile's relative error: a
+// reported p99 of 100 ms is the true one within ±0.5 ms. Sketches keep the
+// memory of a run constant however long it is, which inter-token latencies
+// (one per token) would otherwise not.
+const relativeAccuracy = 0.005
+
+// Report is what a run measured, per model, in the units OpenTelemetry's
+// GenAI conventions use (seconds, tokens per second).
+type Report struct {
+	// API and URL are the wire format and the resolved endpoint.
+	API API    `json:"api"`
+	URL string `json:"url"`
+	// Concurrency is the number of clients, or with Rate the cap on
+	// requests in flight; Rate is the requests started per second in
+	// rate mode, else zero.
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate,omitempty"`
+	// Started is when the run began.
+	Started time.Time `json:"started"`
+	// Elapsed is from the run's start to the last request's end, in
+	// seconds.
+	Elapsed float64 `json:"elapsed_seconds"`
+	// LateStarts counts rate-mode requests that started more than 10 ms
+	// behind schedule because Concurrency were already in flight: the
+	// rate asked for was not sustained.
+	LateStarts int           `json:"late_starts,omitempty"`
+	Models     []ModelReport `json:"models"`
+	// Total is every model together.
+	Total ModelReport `json:"total"`
+}
+
+// ModelReport is one model's share of a run. Only completed requests count
+// in the quantiles, so that errors neither flatter nor spoil them; failed
+// ones are counted by kind.
+type ModelReport struct {
+	// Model is the model requested; in Report.Total it is empty.
+	Model string `json:"model"`
+	// Requests counts the requests sent, Succeeded and Failed how they
+	// ended, and Errors the failed ones by kind (see Result.ErrorKind).
+	Requests  int            `json:"requests"`
+	Succeeded int            `json:"succeeded"`
+	Failed    int            `json:"failed"`
+	Errors    map[string]int `json:"errors,omitempty"`
+	// OutputTokens is the sum over completed requests; UsageReported how
+	// many of them had it from the server's usage rather than an event
+	// count.
+	OutputTokens  int64 `json:"output_tokens"`
+	UsageReported int   `json:"usage_reported"`
+	// Throughput is OutputTokens over the run's elapsed time: what the
+	// endpoint delivered to all clients together.
+	Throughput float64 `json:"throughput_tokens_per_second"`
+	// TimeToFirstToken (seconds) and OutputTokensPerSecond have one
+	// sample per completed request (Result.TimeToFirstToken and
+	// Result.OutputTokensPerSecond, when defined); InterTokenLatency
+	// (seconds) one per gap between content events.
+	TimeToFirstToken      Quantiles `json:"time_to_first_token_seconds"`
+	OutputTokensPerSecond Quantiles `json:"output_tokens_per_second"`
+	InterTokenLatency     Quantiles `json:"inter_token_latency_seconds"`
+}
+
+// Quantiles summarise one measure over a run: the number of samples, their
+// exact mean, and quantiles within the sketch's relative accuracy (0.5 %).
+// All are zero when there was no sample.
+type Quantiles struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+}
+
+// series collects one measure: a sketch for the quantiles and the exact
+// sum, which the sketch only approximates, for the mean.
+type series struct {
+	s   *ddsketch.DDSketch
+	sum float64
+}
+
+func newSeries() *series {
+	s, err := ddsketch.NewDefaultDDSketch(relativeAccuracy)
+	if err != nil {
+		panic(err) // the accuracy is a valid constant
+	}
+	return &series{s: s}
+}
+
+// add records v; the sketch takes only positive values and zero, so a
+// negative (impossible for durations and rates) is dropped rather than
+// failing the run.
+func (s *series) add(v float64) {
+	if v >= 0 && s.s.Add(v) == nil {
+		s.sum += v
+	}
+}
+
+func (s *series) quantiles() Quantiles {
+	n := int(s.s.GetCount())
+	if n == 0 {
+		return Quantiles{}
+	}
+	qs, _ := s.s.GetValuesAtQuantiles([]float64{0.5, 0.95, 0.99}) // not empty, valid quantiles
+	return Quantiles{Count: n, Mean: s.sum / float64(n), P50: qs[0], P95: qs[1], P99: qs[2]}
+}
+
+// modelStats accumulates one model's results.
+type modelStats struct {
+	report          ModelReport
+	ttft, tps, gaps *series
+}
+
+func newModelStats(model string) *modelStats {
+	return &modelStats{
+		report: ModelReport{Model: model, Errors: map[string]int{}},
+		ttft:   newSeries(), tps: newSeries(), gaps: newSeries(),
+	}
+}
+
+func (m *modelStats) add(r *Result) {
+	m.report.Requests++
+	if !r.OK() {
+		m.report.Failed++
+		m.report.Errors[r.ErrorKind]++
+		return
+	}
+	m.report.Succeeded++
+	m.report.OutputTokens += int64(r.OutputTokens)
+	if r.UsageReported {
+		m.report.UsageReported++
+	}
+	if ttft := r.TimeToFirstToken(); ttft > 0 {
+		m.ttft.add(ttft.Seconds())
+	}
+	if tps := r.OutputTokensPerSecond(); tps > 0 {
+		m.tps.add(tps)
+	}
+	for _, g := range r.Gaps {
+		m.gaps.add(g.Seconds())
+	}
+}
+
+func (m *modelStats) finish(elapsed time.Duration) ModelReport {
+	rep := m.report
+	rep.Errors = maps.Clone(rep.Errors)
+	if len(rep.Errors) == 0 {
+		rep.Errors = nil
+	}
+	if elapsed > 0 {
+		rep.Throughput = float64(rep.OutputTokens) / elapsed.Seconds()
+	}
+	rep.TimeToFirstToken = m.ttft.quantiles()
+	rep.OutputTokensPerSecond = m.tps.quantiles()
+	rep.InterTokenLatency = m.gaps.quantiles()
+	return rep
+}
+
+// aggregator collects results from every worker.
+type aggregator struct {
+	cfg    *Config
+	mu     sync.Mutex
+	models map[string]*modelStats
+	total  *modelStats
+	last   time.Time // the latest end of a request
+}
+
+func newAggregator(cfg *Config) *aggregator {
+	a := &aggregator{cfg: cfg, models: map[string]*modelStats{}, total: newModelStats("")}
+	for _, m := range cfg.Models {
+		a.models[m] = newModelStats(m)
+	}
+	return a
+}
+
+func (a *aggregator) add(r *Result) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.models[r.Model].add(r)
+	a.total.add(r)
+	if end := r.Start.Add(r.End); end.After(a.last) {
+		a.last = end
+	}
+}
+
+func (a *aggregator) report(start, now time.Time, late int) *Report {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	end := a.last
+	if end.IsZero() || end.Before(start) {
+		end = now
+	}
+	elapsed := end.Sub(start)
+	rep := &Report{
+		API: a.cfg.API, URL: a.cfg.URL, Concurrency: a.cfg.Concurrency, Rate: a.cfg.Rate,
+		Started: start, Elapsed: elapsed.Seconds(), LateStarts: late,
+		Total: a.total.finish(elapsed),
+	}
+	// In the order given, which is the order the user thinks of them in;
+	// a model named twice is reported once.
+	seen := map[string]bool{}
+	for _, m := range a.cfg.Models {
+		if !seen[m] {
+			seen[m] = true
+			rep.Models = append(rep.Models, a.models[m].finish(elapsed))
+		}
+	}
+	return rep
+}
+
+// WriteTable writes the report as an aligned table for a terminal:
+// durations in milliseconds, rates in tokens per second.
+func (rep *Report) WriteTable(w io.Writer) error {
+	mode := fmt.Sprintf("concurrency %d", rep.Concurrency)
+	if rep.Rate > 0 {
+		mode = fmt.Sprintf("%g requests/s, at most %d in flight", rep.Rate, rep.Concurrency)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s, %s, %d requests in %.1f s", rep.API, rep.URL, mode, rep.Total.Requests, rep.Elapsed)
+	if rep.LateStarts > 0 {
+		fmt.Fprintf(&b, " (%d started late: the rate was not sustained)", rep.LateStarts)
+	}
+	b.WriteString("\n\n")
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tok\tfailed\tout tokens\ttok/s total\t"+
+		"TTFT ms p50\tp95\tp99\ttok/s p50\tp95\tp99\tITL ms p50\tp95\tp99\t")
+	rows := rep.Models
+	if len(rows) > 1 {
+		total := rep.Total
+		total.Model = "all"
+		rows = append(slices.Clip(rows), total)
+	}
+	for _, m := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			m.Model, m.Succeeded, m.Failed, m.OutputTokens, m.Throughput,
+			ms(m.TimeToFirstToken, m.TimeToFirstToken.P50), ms(m.TimeToFirstToken, m.TimeToFirstToken.P95), ms(m.TimeToFirstToken, m.TimeToFirstToken.P99),
+			rate(m.OutputTokensPerSecond, m.OutputTokensPerSecond.P50), rate(m.OutputTokensPerSecond, m.OutputTokensPerSecond.P95), rate(m.OutputTokensPerSecond, m.OutputTokensPerSecond.P99),
+			ms(m.InterTokenLatency, m.InterTokenLatency.P50), ms(m.InterTokenLatency, m.InterTokenLatency.P95), ms(m.InterTokenLatency, m.InterTokenLatency.P99))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var failures []string
+	for _, m := range rep.Models {
+		for _, kind := range slices.Sorted(maps.Keys(m.Errors)) {
+			failures = append(failures, fmt.Sprintf("%s: %d %s", m.Model, m.Errors[kind], kind))
+		}
+	}
+	if len(failures) > 0 {
+		fmt.Fprintf(&b, "\nfailed: %s\n", strings.Join(failures, ", "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func ms(q Quantiles, v float64) string {
+	if q.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v*1e3)
+}
+
+func rate(q Quantiles, v float64) string {
+	if q.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
+}

@@ -1,0 +1,134 @@
+package loadgen
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// lateStart is how far behind its schedule a rate-mode request may start
+// before it is counted late: timer wake-ups on a busy machine take about a
+// millisecond.
+const lateStart = 10 * time.Millisecond
+
+// Run sends the configured load and reports what the client measured. It
+// returns an error only for an invalid Config; failed requests are counted
+// in the report. When ctx ends, no request is started any more and those in
+// flight are canceled (and counted as such).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	client := cfg.Client
+	if client == nil {
+		client = newClient(cfg.Concurrency)
+		defer client.CloseIdleConnections()
+	}
+	agg := newAggregator(&cfg)
+	finish := func(r *Result) {
+		if cfg.OnResult != nil {
+			cfg.OnResult(r)
+		}
+		agg.add(r)
+	}
+
+	start := time.Now()
+	var deadline time.Time
+	if cfg.Duration > 0 {
+		deadline = start.Add(cfg.Duration)
+	}
+	// more reports whether request seq may start: within both bounds and
+	// before the run was stopped.
+	more := func(seq int) bool {
+		if cfg.Requests > 0 && seq >= cfg.Requests {
+			return false
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return false
+		}
+		return ctx.Err() == nil
+	}
+
+	var late int
+	if cfg.Rate > 0 {
+		late = openLoop(ctx, &cfg, client, start, more, finish)
+	} else {
+		closedLoop(ctx, &cfg, client, more, finish)
+	}
+	return agg.report(start, time.Now(), late), nil
+}
+
+// closedLoop runs cfg.Concurrency clients, each sending its next request
+// as soon as its last one ended.
+func closedLoop(ctx context.Context, cfg *Config, client *http.Client, more func(int) bool, finish func(*Result)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range cfg.Concurrency {
+		wg.Go(func() {
+			for {
+				seq := int(next.Add(1) - 1)
+				if !more(seq) {
+					return
+				}
+				finish(do(ctx, cfg, client, seq))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// openLoop starts request i at start + i/rate, whatever became of the
+// earlier ones, with at most cfg.Concurrency in flight; a request that
+// must wait for a slot starts late, and the number of those that started
+// more than lateStart behind schedule is returned.
+func openLoop(ctx context.Context, cfg *Config, client *http.Client, start time.Time, more func(int) bool, finish func(*Result)) int {
+	slots := make(chan struct{}, cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	late := 0
+	interval := float64(time.Second) / cfg.Rate
+	for seq := 0; ; seq++ {
+		due := start.Add(time.Duration(float64(seq) * interval))
+		if d := time.Until(due); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return late
+			}
+		}
+		if !more(seq) {
+			return late
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return late
+		}
+		if time.Since(due) > lateStart {
+			late++
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			finish(do(ctx, cfg, client, seq))
+		})
+	}
+}
+
+// newClient is the default client: one idle connection kept per possible
+// concurrent request, so that a steady run opens each connection once, and
+// no compression, so that events are timed as they arrive.
+func newClient(concurrency int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0
+	t.MaxIdleConnsPerHost = concurrency
+	t.IdleConnTimeout = 5 * time.Minute
+	t.DisableCompression = true
+	return &http.Client{Transport: t}
+}
