@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"unicode/utf8"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -42,7 +44,7 @@ func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attri
 	)
 	rq := &m.Request
 	if rq.Model != "" {
-		attrs = append(attrs, semconv.GenAIRequestModel(rq.Model))
+		attrs = append(attrs, semconv.GenAIRequestModel(validUTF8(rq.Model)))
 	}
 	if rq.Stream {
 		// semconv: set if and only if the request is streaming.
@@ -58,10 +60,10 @@ func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attri
 		attrs = append(attrs, semconv.GenAIRequestTopP(rq.TopP))
 	}
 	if m.ResponseModel != "" {
-		attrs = append(attrs, semconv.GenAIResponseModel(m.ResponseModel))
+		attrs = append(attrs, semconv.GenAIResponseModel(validUTF8(m.ResponseModel)))
 	}
 	if m.ResponseID != "" {
-		attrs = append(attrs, semconv.GenAIResponseID(m.ResponseID))
+		attrs = append(attrs, semconv.GenAIResponseID(validUTF8(m.ResponseID)))
 	}
 	if reasons := finishReasons(m.FinishReasons); len(reasons) > 0 {
 		attrs = append(attrs, semconv.GenAIResponseFinishReasons(reasons...))
@@ -70,7 +72,7 @@ func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attri
 		attrs = append(attrs, httpResponseStatusCodeKey.Int(m.StatusCode))
 	}
 	if m.ErrorType != "" {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(m.ErrorType))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(validUTF8(m.ErrorType)))
 	}
 
 	u := &m.Usage
@@ -123,11 +125,11 @@ func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attri
 // happens when a stream is cut.
 func finishReasons(rs []string) []string {
 	for _, r := range rs {
-		if r == "" {
+		if r == "" || !utf8.ValidString(r) {
 			out := make([]string, 0, len(rs))
 			for _, r := range rs {
 				if r != "" {
-					out = append(out, r)
+					out = append(out, validUTF8(r))
 				}
 			}
 			return out
@@ -144,5 +146,5 @@ func isFailure(m *meter.Measurement) bool {
 }
 
 func spanErrorStatus(m *meter.Measurement) (codes.Code, string) {
-	return codes.Error, m.Outcome.String() + ": " + m.ErrorType
+	return codes.Error, m.Outcome.String() + ": " + validUTF8(m.ErrorType)
 }

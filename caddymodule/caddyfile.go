@@ -34,6 +34,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		tokenizer         o200k_base|cl100k_base|none
 //		label             <name> <value>
 //		max_label_values  <n>
+//		capture_content   [<max_size>|on|off]
 //	}
 //
 // label may be repeated, once per name; its value may use placeholders.
@@ -74,6 +75,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.InjectUsage = true
+			continue
+		}
+		if opt == "capture_content" {
+			if err := h.unmarshalCaptureContent(d); err != nil {
+				return err
+			}
 			continue
 		}
 		var arg string

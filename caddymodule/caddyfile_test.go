@@ -33,7 +33,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			label             team {http.request.header.X-Team}
 			label             app  "chat bot"
 			max_label_values  50
+			capture_content   32KiB
 		}`, want: Handler{InjectUsage: true,
+			CaptureContent: new(true), MaxContentSize: 32 << 10,
 			Labels:         map[string]string{"team": "{http.request.header.X-Team}", "app": "chat bot"},
 			MaxLabelValues: 50,
 			Tokenizer:      "cl100k_base",
@@ -53,6 +55,12 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "label with three values", input: "tokentap {\n label team a b\n}", wantErr: "wrong argument count"},
 		{name: "repeated label", input: "tokentap {\n label team a\n label team b\n}", wantErr: "label team already specified"},
 		{name: "zero label values", input: "tokentap {\n max_label_values 0\n}", wantErr: "max_label_values must be a positive integer"},
+		{name: "capture_content alone", input: "tokentap {\n capture_content\n}", want: Handler{CaptureContent: new(true)}},
+		{name: "capture_content on", input: "tokentap {\n capture_content on\n}", want: Handler{CaptureContent: new(true)}},
+		{name: "capture_content off overrides the environment", input: "tokentap {\n capture_content off\n}", want: Handler{CaptureContent: new(false)}},
+		{name: "capture_content bad size", input: "tokentap {\n capture_content lots\n}", wantErr: "parsing capture_content size"},
+		{name: "capture_content two values", input: "tokentap {\n capture_content 1KiB off\n}", wantErr: "wrong argument count"},
+		{name: "repeated capture_content", input: "tokentap {\n capture_content\n capture_content off\n}", wantErr: "capture_content already specified"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/tokentap/tokentap/capture"
 	"github.com/tokentap/tokentap/meter"
 	"github.com/tokentap/tokentap/sse"
 )
@@ -50,6 +51,12 @@ type exchange struct {
 	strip    *usageStripper
 	// fullBody is the request body when inject_usage read it whole.
 	fullBody []byte
+
+	// output collects the generated text when content is captured
+	// (capture.go); nil otherwise. content holds the content attributes,
+	// built when the exchange finishes.
+	output  *capture.Output
+	content []attribute.KeyValue
 
 	inflight *inflightCounter
 	// inflightAhead is how many requests to the same upstream and model
@@ -105,6 +112,7 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 	// sees this span as its parent.
 	h.propagator.Inject(ctx, propagation.HeaderCarrier(r.Header))
 	x.ctx = ctx
+	x.prepareCapture(r)
 
 	if h.InjectUsage && x.info.Name == "openai_chat" && x.meter.M.Operation != "embeddings" {
 		r, x.injected = x.injectUsage(r)
@@ -196,6 +204,8 @@ func (x *exchange) response(status int, header http.Header) {
 			}
 		}
 		x.readRequest()
+		// Before Response, which may start a decompressing goroutine.
+		x.captureResponse()
 		x.meter.Response(status, ct, ce)
 		if x.injected && status == http.StatusOK && ce == "" && strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
 			max := int(x.h.MaxEventSize)
@@ -268,6 +278,7 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 		f.provider = x.provider(f.host)
 		f.labels = x.resolveLabels()
 	})
+	x.safely("content", func() { x.content = x.contentAttributes(m) })
 	x.overhead += time.Since(end)
 	ended := false
 	x.safely("span", func() {
@@ -288,13 +299,13 @@ func (x *exchange) endSpan(f *finished) {
 	}
 	host, port := f.host, f.port
 	if m.Request.Model != "" {
-		span.SetName(m.Operation + " " + m.Request.Model)
+		span.SetName(m.Operation + " " + validUTF8(m.Request.Model))
 	}
 	attrs := make([]attribute.KeyValue, 0, 40)
 	attrs = append(attrs, semconv.GenAIProviderNameKey.String(f.provider))
 	attrs = appendMeasurement(attrs, m)
 	for _, l := range f.labels {
-		attrs = append(attrs, l.attr.String(l.value))
+		attrs = append(attrs, l.attr.String(validUTF8(l.value)))
 	}
 	if host != "" {
 		attrs = append(attrs, semconv.ServerAddress(host))
@@ -302,6 +313,7 @@ func (x *exchange) endSpan(f *finished) {
 			attrs = append(attrs, semconv.ServerPort(port))
 		}
 	}
+	attrs = append(attrs, x.content...)
 	attrs = append(attrs,
 		attrInflight.Int64(x.inflightAhead),
 		attrOverhead.Float64(x.overhead.Seconds()),

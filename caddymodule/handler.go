@@ -98,11 +98,26 @@ type Handler struct {
 	// MaxLabelValues caps the distinct values each label takes in this
 	// process; later values become "_other". Default: 100.
 	MaxLabelValues int `json:"max_label_values,omitempty"`
+	// CaptureContent records prompts and completions on each span, as the
+	// GenAI semantic conventions' gen_ai.system_instructions,
+	// gen_ai.input.messages and gen_ai.output.messages (JSON strings).
+	// They hold what users and models wrote, so this is for development
+	// and debugging. true or false decides; left out, the environment
+	// variable OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT does
+	// (SPAN_ONLY, SPAN_AND_EVENT or true turn it on). A request with the
+	// header Tokentap-Capture-Content: off is never captured. Default: off.
+	CaptureContent *bool `json:"capture_content,omitempty"`
+	// MaxContentSize bounds each captured attribute, in bytes of JSON:
+	// longer content is cut (and marked) so that the JSON stays valid.
+	// At least 256. Default: 16 KiB.
+	MaxContentSize int64 `json:"max_content_size,omitempty"`
 
 	dialect    *meter.DialectInfo
+	capture    bool
 	labels     []labelDef
 	estimator  meter.Estimator
 	tracer     trace.Tracer
+	metrics    *metricInstruments
 	propagator propagation.TextMapPropagator
 	logger     *zap.Logger
 	lease      *lease
@@ -121,7 +136,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision applies defaults and attaches the handler to the shared
-// TracerProvider.
+// TracerProvider and MeterProvider.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.faults = new(atomic.Int64)
@@ -144,11 +159,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionLabels(); err != nil {
 		return err
 	}
+	if err := h.provisionCapture(); err != nil {
+		return err
+	}
 	tp, release, err := acquireTracerProvider(ctx, h.logger)
 	if err != nil {
 		return fmt.Errorf("setting up trace export: %v", err)
 	}
-	h.lease = &lease{release: release}
+	releaseMetrics, err := h.provisionMetrics(ctx)
+	if err != nil {
+		release()
+		return fmt.Errorf("setting up metric export: %v", err)
+	}
+	h.lease = &lease{release: func() { releaseMetrics(); release() }}
 	h.tracer = tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(version()))
 	h.propagator = propagator()
 	return nil
@@ -174,10 +197,10 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
-// Cleanup releases the handler's hold on the shared TracerProvider once its
-// in-flight exchanges have ended (a reload does not wait for them), and the
-// last handler to go flushes and shuts the provider down. Safe after a
-// failed Provision.
+// Cleanup releases the handler's hold on the shared TracerProvider and
+// MeterProvider once its in-flight exchanges have ended (a reload does not
+// wait for them), and the last handler to go flushes and shuts them down.
+// Safe after a failed Provision.
 func (h *Handler) Cleanup() error {
 	if h.lease != nil {
 		h.lease.close()
@@ -213,6 +236,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	err := next.ServeHTTP(ww, r)
 	ww.flushPending()
 	switch {
+	case err == nil && x.meter.M.StatusCode == 499 && r.Context().Err() != nil:
+		// reverse_proxy answers for a client that left before the
+		// upstream did with a 499 of its own and no error.
+		x.finish(meter.OutcomeClientAbort, "")
 	case err == nil:
 		x.finish(meter.OutcomeUnknown, "")
 	case r.Context().Err() != nil:

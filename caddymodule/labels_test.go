@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -114,5 +115,38 @@ func TestLabelsOnSpan(t *testing.T) {
 		if got := a[key].AsString(); got != want {
 			t.Errorf("%s = %q, want %q", key, got, want)
 		}
+	}
+}
+
+// TestInvalidUTF8NeverReachesTheSpan: strings from the wire (the model, the
+// id, the finish reason, a label from a header) with invalid UTF-8 are
+// repaired, since OTLP would drop the whole batch over one of them.
+func TestInvalidUTF8NeverReachesTheSpan(t *testing.T) {
+	body := []byte("data: {\"id\":\"id-\xff\",\"model\":\"m\xfe\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"st\xffop\"}]}\n\ndata: [DONE]\n\n")
+	hs := newHarness(t, &Handler{Labels: map[string]string{"team": "{http.request.header.X-Team}"}}, streamUpstream(body, nil))
+	req, _ := http.NewRequest(http.MethodPost, hs.srv.URL+"/v1/chat/completions", strings.NewReader("{\"model\":\"req-\xff\",\"stream\":true}"))
+	req.Header.Set("X-Team", "a\xffb")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != string(body) {
+		t.Fatal("the client did not get the bytes as sent")
+	}
+	s := hs.span(t)
+	if !utf8.ValidString(s.Name()) {
+		t.Errorf("span name %q is not UTF-8", s.Name())
+	}
+	for _, kv := range s.Attributes() {
+		for _, v := range append([]string{kv.Value.Emit()}, kv.Value.AsStringSlice()...) {
+			if !utf8.ValidString(v) {
+				t.Errorf("attribute %s = %q is not UTF-8", kv.Key, v)
+			}
+		}
+	}
+	if a := attrs(s); a["gen_ai.response.model"].AsString() != "m\uFFFD" {
+		t.Errorf("response model %q, want the invalid byte replaced", a["gen_ai.response.model"].AsString())
 	}
 }

@@ -5,10 +5,11 @@ import (
 	"sync/atomic"
 )
 
-// lease keeps a handler's share of the TracerProvider until both the config
-// that made the handler is gone and its last in-flight exchange has ended.
-// Caddy cleans up the old config as soon as a reload succeeds, while
-// streams it started may run for minutes more; their spans must still be
+// lease keeps a handler's share of the TracerProvider and MeterProvider
+// until both the config that made the handler is gone and its last
+// in-flight exchange has ended. Caddy cleans up the old config as soon as a
+// reload succeeds, while streams it started may run for minutes more; their
+// spans and metric points must still be
 // exported.
 type lease struct {
 	active  atomic.Int64

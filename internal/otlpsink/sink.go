@@ -1,12 +1,15 @@
-// Package otlpsink is an in-process OTLP/gRPC trace receiver for tests.
+// Package otlpsink is an in-process OTLP trace and metrics receiver for
+// tests.
 //
-// tokentap's contract with its users is the span it exports, so tests must
-// check what actually goes over the wire, as a collector would receive it,
-// not what an in-memory SDK exporter saw before serialisation. A Sink is a
-// real gRPC server implementing the OTLP TraceService on a loopback port:
-// point OTEL_EXPORTER_OTLP_ENDPOINT at Sink.Endpoint (with
-// OTEL_EXPORTER_OTLP_INSECURE=true) in a subprocess, or an otlptracegrpc
-// exporter at it in-process, and read back flattened, comparable Spans.
+// tokentap's contract with its users is the spans and metrics it exports,
+// so tests must check what actually goes over the wire, as a collector
+// would receive it, not what an in-memory SDK exporter saw before
+// serialisation. A Sink is a real server implementing the OTLP
+// TraceService and MetricsService on a loopback port, over gRPC (Start) or
+// HTTP/protobuf (StartHTTP): point OTEL_EXPORTER_OTLP_ENDPOINT at
+// Sink.Endpoint (with OTEL_EXPORTER_OTLP_INSECURE=true) in a subprocess, or
+// an OTLP exporter at it in-process, and read back flattened, comparable
+// Spans and Metrics.
 package otlpsink
 
 import (
@@ -15,10 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	collectormetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -76,25 +81,29 @@ func (s Span) String() string {
 // can arrive after that and waiting on would only hang until the deadline.
 var ErrClosed = errors.New("otlpsink: closed")
 
-// Sink is a running OTLP/gRPC trace receiver. All its methods are safe for
-// concurrent use.
+// Sink is a running OTLP receiver of traces and metrics. All its methods
+// are safe for concurrent use.
 type Sink struct {
 	collectortrace.UnimplementedTraceServiceServer
 
-	addr   string
-	server *grpc.Server
-	served chan struct{} // closed when Serve has returned
+	addr string
+	// server is set for a gRPC sink, httpServer for an HTTP one.
+	server     *grpc.Server
+	httpServer *http.Server
+	served     chan struct{} // closed when Serve has returned
 
 	mu      sync.Mutex
 	spans   []Span
-	arrived chan struct{} // closed and replaced whenever spans are added
+	metrics []Metric
+	arrived chan struct{} // closed and replaced whenever spans or metrics are added
 	closed  bool
 
 	closeOnce sync.Once
 }
 
 // Start listens on addr (use "127.0.0.1:0" for a free loopback port) and
-// serves the OTLP TraceService there until Close.
+// serves the OTLP TraceService and MetricsService over gRPC there until
+// Close.
 func Start(addr string) (*Sink, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -107,6 +116,7 @@ func Start(addr string) (*Sink, error) {
 		arrived: make(chan struct{}),
 	}
 	collectortrace.RegisterTraceServiceServer(s.server, s)
+	collectormetrics.RegisterMetricsServiceServer(s.server, metricsServer{s: s})
 	go func() {
 		defer close(s.served)
 		// Serve returns nil after Stop or GracefulStop; any other error
@@ -121,13 +131,19 @@ func Start(addr string) (*Sink, error) {
 func (s *Sink) Addr() string { return s.addr }
 
 // Endpoint is the sink's URL for OTEL_EXPORTER_OTLP_ENDPOINT. The scheme is
-// http because the sink does not speak TLS; exporters also need
-// OTEL_EXPORTER_OTLP_INSECURE=true (or otlptracegrpc.WithInsecure).
+// http because the sink does not speak TLS; gRPC exporters also need
+// OTEL_EXPORTER_OTLP_INSECURE=true (or otlptracegrpc.WithInsecure). OTLP/HTTP
+// exporters append /v1/traces or /v1/metrics to it, as the sink expects.
 func (s *Sink) Endpoint() string { return "http://" + s.addr }
 
 // Export implements the OTLP TraceService: it records every span of the
 // request. It is called by gRPC, not by tests.
 func (s *Sink) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	s.addSpans(req)
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+func (s *Sink) addSpans(req *collectortrace.ExportTraceServiceRequest) {
 	var got []Span
 	for _, rs := range req.GetResourceSpans() {
 		for _, ss := range rs.GetScopeSpans() {
@@ -143,7 +159,6 @@ func (s *Sink) Export(_ context.Context, req *collectortrace.ExportTraceServiceR
 		s.arrived = make(chan struct{})
 		s.mu.Unlock()
 	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
 }
 
 // Spans returns a snapshot of every span received so far, in arrival order.
@@ -217,16 +232,20 @@ const closeGrace = 5 * time.Second
 // again does nothing.
 func (s *Sink) Close() {
 	s.closeOnce.Do(func() {
-		stopped := make(chan struct{})
-		go func() {
-			s.server.GracefulStop()
-			close(stopped)
-		}()
-		select {
-		case <-stopped:
-		case <-time.After(closeGrace):
-			s.server.Stop() // also makes GracefulStop return
-			<-stopped
+		if s.httpServer != nil {
+			s.closeHTTP()
+		} else {
+			stopped := make(chan struct{})
+			go func() {
+				s.server.GracefulStop()
+				close(stopped)
+			}()
+			select {
+			case <-stopped:
+			case <-time.After(closeGrace):
+				s.server.Stop() // also makes GracefulStop return
+				<-stopped
+			}
 		}
 		<-s.served
 

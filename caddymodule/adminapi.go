@@ -1,0 +1,136 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/tokentap/tokentap/stats"
+	"github.com/tokentap/tokentap/web"
+)
+
+func init() {
+	caddy.RegisterModule(AdminAPI{})
+}
+
+// AdminAPI serves the live stats on Caddy's admin endpoint, which every
+// Caddy already has and which is bound to localhost by default:
+//
+//   - GET /tokentap/stats?window=5m: the comparison table as JSON (see
+//     docs/live-stats.md)
+//   - GET /tokentap/stats/sketches?window=5m: the window's raw, mergeable
+//     state, which `tokentap stats --from` merges across instances
+//   - GET /tokentap/: the comparison page
+//
+// Caddy loads every admin.api.* module by itself, with no configuration;
+// this one has none.
+type AdminAPI struct {
+	store *stats.Store
+	page  http.Handler
+	now   func() time.Time
+}
+
+// CaddyModule returns the Caddy module information.
+func (AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.tokentap",
+		New: func() caddy.Module { return new(AdminAPI) },
+	}
+}
+
+// Provision attaches the API to the process's live stats.
+func (a *AdminAPI) Provision(caddy.Context) error {
+	a.store = liveStats
+	a.page = http.StripPrefix("/tokentap", web.Handler())
+	a.now = time.Now
+	return nil
+}
+
+// Routes returns the API's routes.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/tokentap/stats", Handler: caddy.AdminHandlerFunc(a.serveReport)},
+		{Pattern: "/tokentap/stats/sketches", Handler: caddy.AdminHandlerFunc(a.serveSketches)},
+		{Pattern: "/tokentap/", Handler: caddy.AdminHandlerFunc(a.servePage)},
+	}
+}
+
+// serveReport answers GET /tokentap/stats.
+func (a *AdminAPI) serveReport(w http.ResponseWriter, r *http.Request) error {
+	win, err := requestWindow(w, r)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	return writeJSON(w, a.store.Aggregate(win, now).Report(now))
+}
+
+// serveSketches answers GET /tokentap/stats/sketches.
+func (a *AdminAPI) serveSketches(w http.ResponseWriter, r *http.Request) error {
+	win, err := requestWindow(w, r)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	snap, err := a.store.Aggregate(win, now).Snapshot(now)
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	}
+	return writeJSON(w, snap)
+}
+
+// servePage serves the page's embedded assets.
+func (a *AdminAPI) servePage(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return methodNotAllowed(w, r, "GET, HEAD")
+	}
+	a.page.ServeHTTP(w, r)
+	return nil
+}
+
+// requestWindow checks the method and reads the window parameter (default
+// 5m).
+func requestWindow(w http.ResponseWriter, r *http.Request) (stats.Window, error) {
+	if r.Method != http.MethodGet {
+		return 0, methodNotAllowed(w, r, "GET")
+	}
+	v := r.URL.Query().Get("window")
+	if v == "" {
+		return stats.DefaultWindow, nil
+	}
+	win, err := stats.ParseWindow(v)
+	if err != nil {
+		return 0, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	return win, nil
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) error {
+	w.Header().Set("Allow", allow)
+	return caddy.APIError{
+		HTTPStatus: http.StatusMethodNotAllowed,
+		Err:        fmt.Errorf("method %s not allowed on %s: use %s", r.Method, r.URL.Path, allow),
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	// A view of a sliding window is stale as soon as it is made.
+	w.Header().Set("Cache-Control", "no-store")
+	// A failed write means the client has gone; there is no one to tell.
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.AdminRouter = (*AdminAPI)(nil)
+	_ caddy.Provisioner = (*AdminAPI)(nil)
+)

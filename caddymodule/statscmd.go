@@ -1,0 +1,179 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/tokentap/tokentap/stats"
+)
+
+func init() {
+	caddycmd.RegisterCommand(statsCommand)
+}
+
+// Limits of `tokentap stats` when it reads an instance.
+const (
+	// statsFetchTimeout bounds the wait for one instance, so that a hung
+	// instance does not hang the command.
+	statsFetchTimeout = 15 * time.Second
+	// maxSketchesBody bounds one instance's answer: a full store's
+	// sketches are a few MiB.
+	maxSketchesBody = 64 << 20
+)
+
+// statsCommand is `tokentap stats`. It lives in this package, not in
+// cmd/tokentap, so that a Caddy built with xcaddy --with tokentap has it
+// too.
+var statsCommand = caddycmd.Command{
+	Name:  "stats",
+	Usage: "[--address <admin>] [--from <admin>]... [--window 1m|5m|1h] [--sort <column>] [--json]",
+	Short: "Prints the live model comparison of running tokentap instances",
+	Long: `
+Prints the live comparison of models measured by running tokentap instances:
+one row per provider, model and label values, with requests, error and abort
+rates, the share of estimated token counts, and quantiles of time to first
+token, output tokens/s, time per output token, duration and token counts.
+
+It reads the instance's admin API (--address, default localhost:2019), or,
+with --from given once per instance, the raw sketches of several instances,
+which it merges exactly: the result is what one instance that saw all their
+traffic would show. Percentiles are never averaged.
+
+--window picks the sliding window: 1m, 5m (default) or 1h.
+
+--sort names the column to sort by, as in the table's header, in lower case:
+ttft_p50 (the default), tps_p5, tps_p50, dur_p95, requests, err%, model...
+A leading - sorts descending, e.g. --sort -tps_p50 for the fastest first.
+Rows without a value sort last.
+
+--json prints the same JSON as GET /tokentap/stats, the rows in its order.
+`,
+	CobraFunc: func(cmd *cobra.Command) {
+		cmd.Flags().String("address", caddy.DefaultAdminListen, "The admin API address of the instance to read")
+		cmd.Flags().StringArray("from", nil, "The admin API address of an instance to merge; repeat for each instance (overrides --address)")
+		cmd.Flags().String("window", stats.DefaultWindow.String(), "The sliding window: 1m, 5m or 1h")
+		cmd.Flags().String("sort", "ttft_p50", "The column to sort by; a leading - sorts descending")
+		cmd.Flags().Bool("json", false, "Print JSON (the schema of GET /tokentap/stats) instead of a table")
+		cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+			return runStats(fl, cmd.OutOrStdout())
+		})
+	},
+}
+
+// runStats is the command's body, writing to out.
+func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
+	win, err := stats.ParseWindow(fl.String("window"))
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	order, err := parseSort(fl.String("sort"))
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	addrs, err := fl.GetStringArray("from")
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	if len(addrs) == 0 {
+		addrs = []string{fl.String("address")}
+	}
+	merged, err := fetchMerged(addrs, win)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	rep := merged.Report(time.Now())
+	if fl.Bool("json") {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return caddy.ExitCodeFailedStartup, err
+		}
+		return caddy.ExitCodeSuccess, nil
+	}
+	if len(rep.Rows) == 0 {
+		_, err = fmt.Fprintf(out, "no requests in the last %s\n", win)
+	} else {
+		err = writeTable(out, rep, order)
+	}
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	return caddy.ExitCodeSuccess, nil
+}
+
+// fetchMerged reads every instance's sketches of window win, at once, and
+// merges them.
+func fetchMerged(addrs []string, win stats.Window) (*stats.Aggregate, error) {
+	type result struct {
+		agg *stats.Aggregate
+		err error
+	}
+	results := make([]chan result, len(addrs))
+	for i, addr := range addrs {
+		results[i] = make(chan result, 1)
+		go func() {
+			agg, err := fetchSketches(addr, win)
+			results[i] <- result{agg, err}
+		}()
+	}
+	var merged *stats.Aggregate
+	timeout := time.NewTimer(statsFetchTimeout)
+	defer timeout.Stop()
+	for i, ch := range results {
+		var r result
+		select {
+		case r = <-ch:
+		case <-timeout.C:
+			return nil, fmt.Errorf("instance %s: no answer within %s", addrs[i], statsFetchTimeout)
+		}
+		if r.err != nil {
+			return nil, fmt.Errorf("instance %s: %v", addrs[i], r.err)
+		}
+		if merged == nil {
+			merged = r.agg
+		} else if err := merged.Merge(r.agg); err != nil {
+			return nil, fmt.Errorf("instance %s: %v", addrs[i], err)
+		}
+	}
+	return merged, nil
+}
+
+// fetchSketches reads one instance's GET /tokentap/stats/sketches.
+func fetchSketches(addr string, win stats.Window) (*stats.Aggregate, error) {
+	// One request per instance: close the connection rather than leave it
+	// idle in a transport that is never used again.
+	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, "/tokentap/stats/sketches?window="+url.QueryEscape(win.String()),
+		http.Header{"Connection": {"close"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxSketchesBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxSketchesBody {
+		return nil, errors.New("sketches larger than 64 MiB")
+	}
+	snap, err := stats.ParseSnapshot(b)
+	if err != nil {
+		return nil, err
+	}
+	agg, err := snap.Aggregate()
+	if err != nil {
+		return nil, err
+	}
+	if agg.Window() != win {
+		return nil, fmt.Errorf("answered window %s, asked for %s", agg.Window(), win)
+	}
+	return agg, nil
+}

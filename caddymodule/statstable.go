@@ -1,0 +1,238 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tokentap/tokentap/stats"
+)
+
+// statsColumn is one column of `tokentap stats`.
+type statsColumn struct {
+	// name is the header, and in lower case the --sort key.
+	name string
+	// text columns are left-aligned and sort as strings.
+	text bool
+	// str is a text column's value.
+	str func(r *stats.ReportRow) string
+	// num is a numeric column's value; ok is false when it has none.
+	num func(r *stats.ReportRow) (v float64, ok bool)
+	// format renders num's value.
+	format func(v float64) string
+}
+
+// metricColumn is the column of metric m's quantile q.
+func metricColumn(m stats.Metric, q float64) statsColumn {
+	name := stats.QuantileName(q)
+	format := formatSeconds
+	switch m.Unit() {
+	case "{token}/s":
+		format = func(v float64) string { return fmt.Sprintf("%.1f", v) }
+	case "{token}":
+		format = func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	}
+	return statsColumn{
+		name: strings.ToUpper(m.Short() + "_" + name),
+		num: func(r *stats.ReportRow) (float64, bool) {
+			v, ok := r.Metrics.Get(m).Quantiles[name]
+			return v, ok
+		},
+		format: format,
+	}
+}
+
+func countColumn(name string, f func(r *stats.ReportRow) int64) statsColumn {
+	return statsColumn{
+		name:   name,
+		num:    func(r *stats.ReportRow) (float64, bool) { return float64(f(r)), true },
+		format: func(v float64) string { return fmt.Sprintf("%.0f", v) },
+	}
+}
+
+func rateColumn(name string, f func(r *stats.ReportRow) float64) statsColumn {
+	return statsColumn{
+		name:   name,
+		num:    func(r *stats.ReportRow) (float64, bool) { return f(r), true },
+		format: func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
+	}
+}
+
+// labelsText renders a row's labels as name=value pairs, sorted by name.
+func labelsText(r *stats.ReportRow) string {
+	names := make([]string, 0, len(r.Labels))
+	for n := range r.Labels {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		names[i] = n + "=" + r.Labels[n]
+	}
+	return strings.Join(names, ",")
+}
+
+// statsColumns are the table's columns, in order. The LABELS column is
+// shown only when some row has labels.
+var statsColumns = []statsColumn{
+	{name: "PROVIDER", text: true, str: func(r *stats.ReportRow) string { return r.Provider }},
+	{name: "MODEL", text: true, str: func(r *stats.ReportRow) string { return r.Model }},
+	{name: "LABELS", text: true, str: labelsText},
+	countColumn("REQUESTS", func(r *stats.ReportRow) int64 { return r.Requests }),
+	rateColumn("ERR%", func(r *stats.ReportRow) float64 { return r.ErrorRate }),
+	rateColumn("ABORT%", func(r *stats.ReportRow) float64 { return r.AbortRate }),
+	metricColumn(stats.TimeToFirstToken, 0.5),
+	metricColumn(stats.TimeToFirstToken, 0.95),
+	metricColumn(stats.TimeToFirstVisibleToken, 0.5),
+	metricColumn(stats.OutputTokensPerSecond, 0.05),
+	metricColumn(stats.OutputTokensPerSecond, 0.5),
+	metricColumn(stats.OutputTokensPerSecond, 0.95),
+	metricColumn(stats.TimePerOutputToken, 0.5),
+	metricColumn(stats.Duration, 0.5),
+	metricColumn(stats.Duration, 0.95),
+	metricColumn(stats.InputTokens, 0.5),
+	metricColumn(stats.OutputTokens, 0.5),
+	rateColumn("EST%", func(r *stats.ReportRow) float64 { return r.EstimatedShare }),
+}
+
+// extraSortColumns can be sorted by without being shown.
+func extraSortColumns() []statsColumn {
+	cols := []statsColumn{
+		countColumn("ERRORS", func(r *stats.ReportRow) int64 { return r.Errors }),
+		countColumn("ABORTS", func(r *stats.ReportRow) int64 { return r.Aborts }),
+	}
+	for m := stats.Metric(0); int(m) < stats.NumMetrics; m++ {
+		for _, q := range m.Quantiles() {
+			cols = append(cols, metricColumn(m, q))
+		}
+	}
+	return cols
+}
+
+// statsOrder is a parsed --sort.
+type statsOrder struct {
+	col  statsColumn
+	desc bool
+}
+
+// parseSort reads --sort: a column name in any case, with a leading - for
+// descending.
+func parseSort(s string) (statsOrder, error) {
+	var o statsOrder
+	name := s
+	if strings.HasPrefix(name, "-") {
+		o.desc, name = true, name[1:]
+	}
+	name = strings.ToUpper(name)
+	for _, c := range append(append([]statsColumn{}, statsColumns...), extraSortColumns()...) {
+		if c.name == name {
+			o.col = c
+			return o, nil
+		}
+	}
+	return o, fmt.Errorf("--sort %q: use a column name such as ttft_p50, tps_p50, tps_p5, dur_p95, requests, err%% or model, "+
+		"or <metric>_p<quantile> with metric one of %s", s, stats.MetricNames())
+}
+
+// sortRows orders rows by o, rows without a value last, ties in the
+// report's order (provider, model, labels).
+func sortRows(rows []stats.ReportRow, o statsOrder) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := &rows[i], &rows[j]
+		if o.col.text {
+			x, y := o.col.str(a), o.col.str(b)
+			if o.desc {
+				return x > y
+			}
+			return x < y
+		}
+		x, okx := o.col.num(a)
+		y, oky := o.col.num(b)
+		if okx != oky {
+			return okx
+		}
+		if o.desc {
+			return x > y
+		}
+		return x < y
+	})
+}
+
+// writeTable prints the report's rows as aligned columns: text to the
+// left, numbers to the right, "-" where a row has no value.
+func writeTable(out io.Writer, rep *stats.Report, o statsOrder) error {
+	rows := append([]stats.ReportRow(nil), rep.Rows...)
+	sortRows(rows, o)
+	hasLabels := false
+	for i := range rows {
+		hasLabels = hasLabels || len(rows[i].Labels) > 0
+	}
+	var cols []statsColumn
+	for _, c := range statsColumns {
+		if c.name != "LABELS" || hasLabels {
+			cols = append(cols, c)
+		}
+	}
+	cells := make([][]string, len(rows)+1)
+	widths := make([]int, len(cols))
+	for i, c := range cols {
+		cells[0] = append(cells[0], c.name)
+		widths[i] = len(c.name)
+	}
+	for r := range rows {
+		for i, c := range cols {
+			var s string
+			switch {
+			case c.text:
+				s = c.str(&rows[r])
+				if s == "" {
+					s = "-"
+				}
+			default:
+				if v, ok := c.num(&rows[r]); ok {
+					s = c.format(v)
+				} else {
+					s = "-"
+				}
+			}
+			cells[r+1] = append(cells[r+1], s)
+			widths[i] = max(widths[i], utf8.RuneCountInString(s))
+		}
+	}
+	var b strings.Builder
+	for _, line := range cells {
+		for i, s := range line {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(s))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			switch {
+			case cols[i].text && i == len(line)-1:
+				b.WriteString(s)
+			case cols[i].text:
+				b.WriteString(s + pad)
+			default:
+				b.WriteString(pad + s)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// formatSeconds renders a duration in seconds as a person reads it.
+func formatSeconds(v float64) string {
+	switch {
+	case v < 0.01:
+		return fmt.Sprintf("%.1fms", v*1000)
+	case v < 1:
+		return fmt.Sprintf("%.0fms", v*1000)
+	case v < 100:
+		return fmt.Sprintf("%.2fs", v)
+	default:
+		return fmt.Sprintf("%.0fs", math.Round(v))
+	}
+}

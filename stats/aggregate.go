@@ -1,0 +1,112 @@
+package stats
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+)
+
+// Aggregate is one window's state: per row, the counts and one sketch per
+// metric, merged over the window's slices. Aggregates of several instances
+// merge exactly, bin by bin.
+type Aggregate struct {
+	window Window
+	rows   map[string]*AggregateRow
+}
+
+// AggregateRow is one row of an Aggregate.
+type AggregateRow struct {
+	// Key is the row's provider, model and labels.
+	Key Key
+	// Overflow marks the row of the keys past the row cap.
+	Overflow bool
+	// Counts are the row's requests, errors, aborts and estimates.
+	Counts Counts
+	// sketches are nil for metrics without a point.
+	sketches [NumMetrics]*ddsketch.DDSketch
+}
+
+func newAggregate(w Window) *Aggregate {
+	return &Aggregate{window: w, rows: map[string]*AggregateRow{}}
+}
+
+// Window returns the aggregate's window.
+func (a *Aggregate) Window() Window { return a.window }
+
+// add merges r into a's row of the same key, taking r if there is none.
+func (a *Aggregate) add(r *AggregateRow) {
+	id := r.Key.id(r.Overflow)
+	have := a.rows[id]
+	if have == nil {
+		a.rows[id] = r
+		return
+	}
+	have.Counts.add(r.Counts)
+	for m, sk := range r.sketches {
+		if sk == nil {
+			continue
+		}
+		if have.sketches[m] == nil {
+			have.sketches[m] = newViewSketch()
+		}
+		// All sketches share one mapping (decodeSketch checks those from
+		// elsewhere), so merging cannot fail.
+		_ = have.sketches[m].MergeWith(sk)
+	}
+}
+
+// Merge adds b's rows to a: rows of the same provider, model and labels
+// merge their counts and sketches. The windows must match.
+func (a *Aggregate) Merge(b *Aggregate) error {
+	if a.window != b.window {
+		return fmt.Errorf("cannot merge window %s into window %s", b.window, a.window)
+	}
+	for _, r := range b.sortedRows() {
+		c := &AggregateRow{Key: r.Key, Overflow: r.Overflow, Counts: r.Counts}
+		for m, sk := range r.sketches {
+			if sk != nil {
+				c.sketches[m] = sk.Copy()
+			}
+		}
+		a.add(c)
+	}
+	return nil
+}
+
+// Rows returns the rows sorted by provider, model and labels, with the
+// overflow row last.
+func (a *Aggregate) Rows() []*AggregateRow { return a.sortedRows() }
+
+func (a *Aggregate) sortedRows() []*AggregateRow {
+	ids := make([]string, 0, len(a.rows))
+	for id := range a.rows {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]*AggregateRow, len(ids))
+	for i, id := range ids {
+		out[i] = a.rows[id]
+	}
+	return out
+}
+
+// Count returns how many requests observed metric m.
+func (r *AggregateRow) Count(m Metric) int64 {
+	if r.sketches[m] == nil {
+		return 0
+	}
+	return int64(r.sketches[m].GetCount() + 0.5)
+}
+
+// Quantile returns metric m's value at quantile q (0 to 1), within
+// RelativeAccuracy of the value of the request at rank q*(count-1); ok is
+// false when no request observed m.
+func (r *AggregateRow) Quantile(m Metric, q float64) (v float64, ok bool) {
+	sk := r.sketches[m]
+	if sk == nil || sk.IsEmpty() {
+		return 0, false
+	}
+	v, err := sk.GetValueAtQuantile(q)
+	return v, err == nil
+}

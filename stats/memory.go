@@ -1,0 +1,32 @@
+package stats
+
+// The memory one row can hold, worst case, by part. Each figure is the Go
+// allocation size (size class) on 64-bit platforms; TestMemoryBound checks
+// the total against the heap.
+const (
+	// sliceSketchBytes: the bins (MaxBins float64s, allocated once at full
+	// size), the DDSketch (64) and its two collapsing stores (80 each).
+	sliceSketchBytes = MaxBins*8 + 64 + 2*80
+	// sliceBytes: a slice's epoch, counts and sketch pointers.
+	sliceBytes = 8 + 4*8 + 8*NumMetrics
+	// rowBytes: the row itself, its map entry and its longest key
+	// (MaxLabels labels, every string cut at MaxKeyString).
+	rowBytes = 192 + 64 + (2+2*MaxLabels)*MaxKeyString + MaxLabels*32
+)
+
+// RowBound is the most memory one row holds: every slice of every window
+// with every metric's sketch, and the longest key.
+var RowBound = int64(totalSlices*(sliceBytes+NumMetrics*sliceSketchBytes) + rowBytes)
+
+// MemoryBound is the most memory a Store with maxRows rows (0: the default)
+// holds, whatever the traffic: maxRows rows and the overflow row, each at
+// RowBound. With the defaults it is 112 MiB; a row that records
+// steadily reaches its bound within an hour, and an idle row's memory is
+// reused by the next new key. Views (Aggregate) allocate on top of this,
+// for the length of one query.
+func MemoryBound(maxRows int) int64 {
+	if maxRows <= 0 {
+		maxRows = DefaultMaxRows
+	}
+	return int64(maxRows+1) * RowBound
+}

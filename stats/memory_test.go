@@ -1,0 +1,121 @@
+package stats
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fillTimes are offsets at which one record fills a different slice of
+// every ring: the hour's 12 slices, then the 5 minutes' 10, then the
+// minute's 6, so that after them every slice of every window holds data.
+func fillTimes(start time.Duration) []time.Duration {
+	var ts []time.Duration
+	for i := 0; i < 12; i++ {
+		ts = append(ts, start+time.Duration(i)*5*time.Minute)
+	}
+	for i := 0; i < 10; i++ {
+		ts = append(ts, start+55*time.Minute+time.Duration(i)*30*time.Second)
+	}
+	for i := 0; i < 6; i++ {
+		ts = append(ts, start+60*time.Minute+time.Duration(i)*10*time.Second)
+	}
+	return ts
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestMemoryBound throws 10,000 distinct models and label values at a store
+// with the default cap, each with every metric in every slice of every
+// window and with keys longer than MaxKeyString, then another 10,000 an
+// hour later (which reuse the idle rows): the heap the store holds stays
+// under MemoryBound, and near it, since the worst case is what this is.
+func TestMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates the store's full bound")
+	}
+	const distinct = 10000
+	pad := strings.Repeat("x", MaxKeyString)
+	keys := func(round int) []Key {
+		ks := make([]Key, distinct)
+		for i := range ks {
+			id := fmt.Sprintf("%d-%d-", round, i)
+			ks[i] = key("provider", id+pad, "team", id+pad, "app", id+pad)
+		}
+		return ks
+	}
+	before := heapInUse()
+	s := NewStore(Options{Origin: origin})
+	bound := MemoryBound(0)
+
+	for round, start := range []time.Duration{0, 2 * time.Hour} {
+		ks := keys(round)
+		times := fillTimes(start)
+		// What the hour holds at the last fill time: the requests in its
+		// last 12 slices of 5 minutes.
+		hourSlice := int64(5 * time.Minute)
+		inHour := func(d time.Duration) bool {
+			return floorDiv(int64(d), hourSlice) > floorDiv(int64(times[len(times)-1]), hourSlice)-12
+		}
+		var wantTotal, wantOverflow int64
+		for i, d := range times {
+			for j := range ks {
+				// The first keys take the rows and come back at every
+				// fill time; each of the others comes once, and must
+				// land in the overflow row.
+				if j >= 2*DefaultMaxRows && j%len(times) != i {
+					continue
+				}
+				// Spread the values so each sketch's bins span their
+				// bound (they are allocated full size anyway).
+				var smp Sample
+				for m := range NumMetrics {
+					smp.Set(Metric(m), 1+float64((i*31+j)%200))
+				}
+				s.Record(&ks[j], &smp, at(d))
+				if inHour(d) {
+					wantTotal++
+					if j >= DefaultMaxRows {
+						wantOverflow++
+					}
+				}
+			}
+		}
+		used := heapInUse() - before
+		t.Logf("round %d: %d rows, heap held %.1f MiB, bound %.1f MiB (%.0f%%)",
+			round, s.Rows(), float64(used)/(1<<20), float64(bound)/(1<<20), 100*float64(used)/float64(bound))
+		if s.Rows() != DefaultMaxRows {
+			t.Errorf("%d rows, want the cap %d", s.Rows(), DefaultMaxRows)
+		}
+		if int64(used) > bound {
+			t.Errorf("heap held %d bytes, over the bound %d", used, bound)
+		}
+		// The keys here are shorter than the longest a row may hold; the
+		// sketches, which are nearly all of the bound, are all there.
+		if int64(used) < bound*8/10 {
+			t.Errorf("heap held %d bytes, under 80%% of the bound %d: the test did not fill the store", used, bound)
+		}
+		// The hour holds every request of the round, the overflow row
+		// those of every key past the cap.
+		a := s.Aggregate(Window1h, at(times[len(times)-1]))
+		var total, overflow int64
+		for _, r := range a.Rows() {
+			total += r.Counts.Requests
+			if r.Overflow {
+				overflow = r.Counts.Requests
+			}
+		}
+		if total != wantTotal || overflow != wantOverflow {
+			t.Errorf("the hour holds %d requests, %d of them in the overflow row; want %d and %d", total, overflow, wantTotal, wantOverflow)
+		}
+	}
+	runtime.KeepAlive(s)
+}

@@ -1,0 +1,207 @@
+package stats
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+)
+
+// ReportVersion is the version of the Report JSON (GET /tokentap/stats).
+const ReportVersion = 1
+
+// Report is the comparison table of one window, the JSON of
+// GET /tokentap/stats and of `tokentap stats --json`. Its shape is a
+// contract with the page and with users' scripts.
+type Report struct {
+	// Version is ReportVersion.
+	Version int `json:"version"`
+	// Window is "1m", "5m" or "1h"; WindowSeconds the same in seconds.
+	Window        string `json:"window"`
+	WindowSeconds int    `json:"window_seconds"`
+	// GeneratedAt is when the view was taken.
+	GeneratedAt time.Time `json:"generated_at"`
+	// Rows are sorted by provider, model and labels, the overflow row
+	// last.
+	Rows []ReportRow `json:"rows"`
+}
+
+// ReportRow is one provider, model and set of label values.
+type ReportRow struct {
+	// Provider is gen_ai.provider.name, as on the spans.
+	Provider string `json:"provider"`
+	// Model is the response's model, else the request's.
+	Model string `json:"model"`
+	// Labels are the configured labels' values; {} when none.
+	Labels map[string]string `json:"labels"`
+	// Overflow is true for the row that took keys past the row cap; its
+	// provider and model are "_other".
+	Overflow bool `json:"overflow"`
+
+	// Requests counts the requests that finished in the window, Errors
+	// those with outcome upstream_error, Aborts those with client_abort.
+	Requests int64 `json:"requests"`
+	Errors   int64 `json:"errors"`
+	Aborts   int64 `json:"aborts"`
+	// ErrorRate and AbortRate are Errors and Aborts over Requests;
+	// EstimatedShare is the share of requests whose token counts were
+	// estimated.
+	ErrorRate      float64 `json:"error_rate"`
+	AbortRate      float64 `json:"abort_rate"`
+	EstimatedShare float64 `json:"estimated_share"`
+
+	// Metrics are the distributions, one per metric, always all present.
+	Metrics ReportMetrics `json:"metrics"`
+}
+
+// ReportMetrics holds one Summary per metric, in the contract's order.
+type ReportMetrics struct {
+	TimeToFirstToken        Summary `json:"time_to_first_token"`
+	TimeToFirstVisibleToken Summary `json:"time_to_first_visible_token"`
+	OutputTokensPerSecond   Summary `json:"output_tokens_per_second"`
+	TimePerOutputToken      Summary `json:"time_per_output_token"`
+	Duration                Summary `json:"duration"`
+	InputTokens             Summary `json:"input_tokens"`
+	OutputTokens            Summary `json:"output_tokens"`
+}
+
+// Get returns metric m's summary.
+func (r *ReportMetrics) Get(m Metric) *Summary {
+	switch m {
+	case TimeToFirstToken:
+		return &r.TimeToFirstToken
+	case TimeToFirstVisibleToken:
+		return &r.TimeToFirstVisibleToken
+	case OutputTokensPerSecond:
+		return &r.OutputTokensPerSecond
+	case TimePerOutputToken:
+		return &r.TimePerOutputToken
+	case Duration:
+		return &r.Duration
+	case InputTokens:
+		return &r.InputTokens
+	default:
+		return &r.OutputTokens
+	}
+}
+
+// Summary is one metric's distribution in a window: how many requests
+// observed it and its quantiles, which are absent when the count is 0.
+type Summary struct {
+	// Unit is "s", "{token}/s" or "{token}".
+	Unit string `json:"unit"`
+	// Count is how many requests observed the metric.
+	Count int64 `json:"count"`
+	// Quantiles maps "p50" and the like to values; p5 only for output
+	// tokens/s.
+	Quantiles map[string]float64 `json:"-"`
+}
+
+// MarshalJSON writes the quantiles as keys beside unit and count, in
+// ascending order.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	b := []byte(`{"unit":`)
+	b = strconv.AppendQuote(b, s.Unit)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, s.Count, 10)
+	for _, q := range []float64{0.05, 0.5, 0.9, 0.95, 0.99} {
+		name := QuantileName(q)
+		if v, ok := s.Quantiles[name]; ok {
+			b = append(b, `,"`...)
+			b = append(b, name...)
+			b = append(b, `":`...)
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Summary) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*s = Summary{}
+	for k, v := range raw {
+		var err error
+		switch k {
+		case "unit":
+			err = json.Unmarshal(v, &s.Unit)
+		case "count":
+			err = json.Unmarshal(v, &s.Count)
+		default:
+			var f float64
+			if err = json.Unmarshal(v, &f); err == nil {
+				if s.Quantiles == nil {
+					s.Quantiles = map[string]float64{}
+				}
+				s.Quantiles[k] = f
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Report renders the aggregate as the comparison table, generated at at.
+func (a *Aggregate) Report(at time.Time) *Report {
+	rep := &Report{
+		Version:       ReportVersion,
+		Window:        a.window.String(),
+		WindowSeconds: int(a.window.Duration() / time.Second),
+		GeneratedAt:   at.UTC(),
+		Rows:          []ReportRow{},
+	}
+	for _, r := range a.sortedRows() {
+		rr := ReportRow{
+			Provider:       r.Key.Provider,
+			Model:          r.Key.Model,
+			Labels:         make(map[string]string, len(r.Key.Labels)),
+			Overflow:       r.Overflow,
+			Requests:       r.Counts.Requests,
+			Errors:         r.Counts.Errors,
+			Aborts:         r.Counts.Aborts,
+			ErrorRate:      ratio(r.Counts.Errors, r.Counts.Requests),
+			AbortRate:      ratio(r.Counts.Aborts, r.Counts.Requests),
+			EstimatedShare: ratio(r.Counts.Estimated, r.Counts.Requests),
+		}
+		for _, l := range r.Key.Labels {
+			rr.Labels[l.Name] = l.Value
+		}
+		for m := Metric(0); int(m) < NumMetrics; m++ {
+			s := rr.Metrics.Get(m)
+			s.Unit, s.Count = m.Unit(), r.Count(m)
+			if s.Count == 0 {
+				continue
+			}
+			s.Quantiles = map[string]float64{}
+			for _, q := range m.Quantiles() {
+				if v, ok := r.Quantile(m, q); ok {
+					s.Quantiles[QuantileName(q)] = round(v)
+				}
+			}
+		}
+		rep.Rows = append(rep.Rows, rr)
+	}
+	return rep
+}
+
+func ratio(n, d int64) float64 {
+	if d == 0 {
+		return 0
+	}
+	return round(float64(n) / float64(d))
+}
+
+// round keeps 6 significant digits: the sketches are accurate to 1 %, so
+// more digits are noise that only makes the JSON harder to read.
+func round(v float64) float64 {
+	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return v
+	}
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	return r
+}

@@ -1,0 +1,164 @@
+package stats
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+	"github.com/DataDog/sketches-go/ddsketch/pb/sketchpb"
+	"github.com/DataDog/sketches-go/ddsketch/store"
+	"google.golang.org/protobuf/proto"
+)
+
+// RelativeAccuracy is the sketches' relative accuracy: a quantile is within
+// 1 % of the value of the request at that rank. The acceptance bound on
+// reported percentiles (2 %) leaves the other 1 % to timing noise.
+const RelativeAccuracy = 0.01
+
+// MaxBins bounds each time slice's sketch: 256 bins of 8 bytes cover a
+// 167× spread of values at 1 % (gamma^256 with gamma = 1.01/0.99).
+const MaxBins = 256
+
+// indexMapping is shared by every sketch, so that any two merge.
+var indexMapping = func() *mapping.LogarithmicMapping {
+	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
+	if err != nil {
+		panic(err) // a constant accuracy in (0, 1) cannot fail
+	}
+	return m
+}()
+
+// The bin indexes that valid values map to; a snapshot carrying others was
+// not made by this package.
+var (
+	minIndex = indexMapping.Index(minValue)
+	maxIndex = indexMapping.Index(maxValue)
+)
+
+// Templates spanning exactly MaxBins indexes: merging one into an empty
+// store makes the store allocate its bins once, at full size, so that it
+// never grows (and never allocates) again.
+var (
+	lowestTemplate  = fullStore(store.NewCollapsingLowestDenseStore(MaxBins))
+	highestTemplate = fullStore(store.NewCollapsingHighestDenseStore(MaxBins))
+)
+
+func fullStore(s store.Store) store.Store {
+	s.Add(0)
+	s.Add(MaxBins - 1)
+	return s
+}
+
+// newSliceSketch returns the bounded sketch of one metric in one time
+// slice, its bins allocated at full size.
+func newSliceSketch(m Metric) *ddsketch.DDSketch {
+	var pos, neg store.Store
+	if metrics[m].slowTailLow {
+		pos = store.NewCollapsingHighestDenseStore(MaxBins)
+		pos.MergeWith(highestTemplate)
+		neg = store.NewCollapsingHighestDenseStore(MaxBins)
+	} else {
+		pos = store.NewCollapsingLowestDenseStore(MaxBins)
+		pos.MergeWith(lowestTemplate)
+		neg = store.NewCollapsingLowestDenseStore(MaxBins)
+	}
+	pos.Clear()
+	// neg stays without bins: values are never negative.
+	return ddsketch.NewDDSketch(indexMapping, pos, neg)
+}
+
+// newViewSketch returns a sketch for a merged view: unbounded, since it
+// lives only for one query and holds at most the index range of valid
+// values.
+func newViewSketch() *ddsketch.DDSketch {
+	return ddsketch.NewDDSketch(indexMapping, store.NewDenseStore(), store.NewDenseStore())
+}
+
+// encodeSketch returns the sketch as base64 of sketches-go's protobuf.
+func encodeSketch(s *ddsketch.DDSketch) (string, error) {
+	b, err := proto.Marshal(s.ToProto())
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+// decodeSketch reads a sketch written by encodeSketch, here or in another
+// instance, and checks that it can merge with this package's sketches and
+// holds only what valid values produce, so that a hostile or corrupt
+// snapshot cannot make the reader allocate without bound.
+func decodeSketch(s string) (*ddsketch.DDSketch, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not base64: %v", err)
+	}
+	var pb sketchpb.DDSketch
+	if err := proto.Unmarshal(b, &pb); err != nil {
+		return nil, fmt.Errorf("not a DDSketch protobuf: %v", err)
+	}
+	m, err := mapping.FromProto(pb.Mapping)
+	if err != nil {
+		return nil, err
+	}
+	if !indexMapping.Equals(m) {
+		return nil, fmt.Errorf("relative accuracy %g, want %g: the instances run different tokentap versions", m.RelativeAccuracy(), RelativeAccuracy)
+	}
+	if !validCount(pb.ZeroCount) {
+		return nil, fmt.Errorf("bad zero count %v", pb.ZeroCount)
+	}
+	if err := checkStore(pb.NegativeValues, true); err != nil {
+		return nil, err
+	}
+	if err := checkStore(pb.PositiveValues, false); err != nil {
+		return nil, err
+	}
+	sk := newViewSketch()
+	if pb.PositiveValues != nil {
+		store.MergeWithProto(sk.GetPositiveValueStore(), pb.PositiveValues)
+	}
+	if pb.ZeroCount > 0 {
+		if err := sk.AddWithCount(0, pb.ZeroCount); err != nil {
+			return nil, err
+		}
+	}
+	return sk, nil
+}
+
+func validCount(c float64) bool { return c >= 0 && !math.IsInf(c, 0) && !math.IsNaN(c) }
+
+// checkStore checks a protobuf store's bins: indexes that valid values map
+// to, finite non-negative counts, and none at all for negative values.
+func checkStore(s *sketchpb.Store, negative bool) error {
+	if s == nil {
+		return nil
+	}
+	nonEmpty := false
+	for idx, c := range s.BinCounts {
+		if !validCount(c) {
+			return fmt.Errorf("bad bin count %v", c)
+		}
+		if int(idx) < minIndex || int(idx) > maxIndex {
+			return fmt.Errorf("bin index %d out of range [%d, %d]", idx, minIndex, maxIndex)
+		}
+		nonEmpty = nonEmpty || c > 0
+	}
+	if n := len(s.ContiguousBinCounts); n > 0 {
+		lo := int(s.ContiguousBinIndexOffset)
+		if lo < minIndex || lo+n-1 > maxIndex {
+			return fmt.Errorf("bins [%d, %d] out of range [%d, %d]", lo, lo+n-1, minIndex, maxIndex)
+		}
+		for _, c := range s.ContiguousBinCounts {
+			if !validCount(c) {
+				return fmt.Errorf("bad bin count %v", c)
+			}
+			nonEmpty = nonEmpty || c > 0
+		}
+	}
+	if negative && nonEmpty {
+		return errors.New("negative values: tokentap records none")
+	}
+	return nil
+}

@@ -1,0 +1,601 @@
+// tokentap's live comparison page: polls the admin API's stats endpoint
+// (relative URL, so the page works wherever it is mounted, normally
+// /tokentap/) and renders the comparison table and the distribution charts.
+//
+// Plain JavaScript with no dependencies and no build step: the page is
+// served from the binary, offline, under a Content-Security-Policy that
+// allows only its own files. Everything from the API is written with
+// textContent or SVG attributes, never as HTML: model names and label values
+// come from client requests, and this page runs on the admin API's origin.
+(() => {
+	'use strict';
+
+	const params = new URLSearchParams(location.search);
+
+	// The windows the stats API keeps, with their length in seconds.
+	const WINDOWS = { '1m': 60, '5m': 300, '1h': 3600 };
+	const DEFAULT_WINDOW = '5m';
+
+	// The refresh period, in seconds: every 3 s by default; ?refresh=N
+	// changes it (tests use a short one), bounded so a typo cannot hammer
+	// the admin API or freeze the page.
+	const refreshSeconds = clamp(Number.parseFloat(params.get('refresh')) || 3, 0.2, 60);
+	// A stats request that takes longer than this is given up and shown as
+	// an error, so a hung admin API cannot leave the page silently stale.
+	const FETCH_TIMEOUT_MS = 10000;
+
+	const DASH = '\u2013'; // what a missing value shows
+	const NNBSP = '\u202f'; // between a number and its unit, so they never wrap apart
+
+	// Okabe-Ito, without its yellow (too pale on white): colours that stay
+	// distinct for the common kinds of colour blindness.
+	const PALETTE = ['#0072b2', '#e69f00', '#009e73', '#d55e00', '#cc79a7', '#56b4e9', '#7f6a00', '#6e6e6e'];
+
+	// metric reads quantile q of one of a row's metrics, or null when the
+	// metric saw no values (the API then sends count 0 and no quantiles).
+	const metric = (name, q) => (row) => {
+		const m = row.metrics && row.metrics[name];
+		if (!m || !(m.count > 0)) return null;
+		return finite(m[q]);
+	};
+
+	// Column groups of the table header's first row.
+	const GROUPS = {
+		ttft: 'Time to first token',
+		ttfvt: 'First visible',
+		tps: 'Output tokens/s',
+		tpot: 'Per token',
+		dur: 'Duration',
+		tok: 'Tokens p50',
+	};
+
+	// COLUMNS drives the table header, the cells, sorting and the data-col
+	// names the tests read. type "text" sorts ascending first; numbers
+	// descending first, since the interesting end of most columns is the
+	// top.
+	const COLUMNS = [
+		{ key: 'provider', label: 'Provider', type: 'text', get: (r) => str(r.provider) },
+		{ key: 'model', label: 'Model', type: 'text', get: (r) => str(r.model) },
+		{ key: 'labels', label: 'Labels', type: 'text', get: (r) => labelText(r.labels) },
+		{ key: 'requests', label: 'Requests', get: (r) => finite(r.requests), fmt: fmtCount, title: 'Requests that finished in the window' },
+		{ key: 'error_rate', label: 'Errors', get: (r) => finite(r.error_rate), fmt: fmtPercent, title: 'Share of requests that ended in an upstream error' },
+		{ key: 'abort_rate', label: 'Aborts', get: (r) => finite(r.abort_rate), fmt: fmtPercent, title: 'Share of requests the client aborted' },
+		{ key: 'estimated_share', label: 'Estimated', get: (r) => finite(r.estimated_share), fmt: fmtPercent, title: 'Share of requests whose token counts were estimated because the provider reported none' },
+		{ key: 'ttft_p50', group: 'ttft', label: 'p50', get: metric('time_to_first_token', 'p50'), fmt: fmtSeconds },
+		{ key: 'ttft_p95', group: 'ttft', label: 'p95', get: metric('time_to_first_token', 'p95'), fmt: fmtSeconds },
+		{ key: 'ttfvt_p50', group: 'ttfvt', label: 'p50', get: metric('time_to_first_visible_token', 'p50'), fmt: fmtSeconds, title: 'Time to the first token of answer text (not reasoning)' },
+		{ key: 'tps_p50', group: 'tps', label: 'p50', get: metric('output_tokens_per_second', 'p50'), fmt: fmtRate },
+		{ key: 'tps_p95', group: 'tps', label: 'p95', get: metric('output_tokens_per_second', 'p95'), fmt: fmtRate, title: 'The fast end: 5% of requests were faster' },
+		{ key: 'tps_p5', group: 'tps', label: 'p5', get: metric('output_tokens_per_second', 'p5'), fmt: fmtRate, title: 'The slow tail: 5% of requests were slower' },
+		{ key: 'tpot_p50', group: 'tpot', label: 'p50', get: metric('time_per_output_token', 'p50'), fmt: fmtSeconds, title: 'Time per output token after the first' },
+		{ key: 'duration_p50', group: 'dur', label: 'p50', get: metric('duration', 'p50'), fmt: fmtSeconds },
+		{ key: 'duration_p95', group: 'dur', label: 'p95', get: metric('duration', 'p95'), fmt: fmtSeconds },
+		{ key: 'input_tokens_p50', group: 'tok', label: 'in', get: metric('input_tokens', 'p50'), fmt: fmtTokens, title: 'Input tokens per request (cached included)' },
+		{ key: 'output_tokens_p50', group: 'tok', label: 'out', get: metric('output_tokens', 'p50'), fmt: fmtTokens, title: 'Output tokens per request' },
+	];
+	const COLUMN = new Map(COLUMNS.map((c) => [c.key, c]));
+
+	// The two charts: one distribution per model on a shared axis.
+	const CHARTS = [
+		{ id: 'chart-ttft', metric: 'time_to_first_token', fmt: fmtSeconds, what: 'time to first token' },
+		{ id: 'chart-tps', metric: 'output_tokens_per_second', fmt: fmtRate, what: 'output tokens per second' },
+	];
+
+	const el = {
+		body: document.body,
+		status: document.getElementById('status'),
+		message: document.getElementById('message'),
+		table: document.getElementById('comparison'),
+		thead: document.querySelector('#comparison thead'),
+		tbody: document.querySelector('#comparison tbody'),
+		title: document.getElementById('table-title'),
+		raw: document.getElementById('raw-link'),
+		windows: document.querySelectorAll('input[name="window"]'),
+	};
+
+	const state = {
+		window: Object.hasOwn(WINDOWS, params.get('window')) ? params.get('window') : DEFAULT_WINDOW,
+		sort: { key: 'tps_p50', dir: 'desc' },
+		rows: [],
+		windowSeconds: 0,
+		loaded: null, // Date of the last good answer
+		loads: 0, // good answers so far, for tests waiting for a refresh
+		seq: 0, // the latest request; older answers are dropped
+		timer: 0,
+		colours: new Map(), // row key -> palette index, stable across refreshes and sorts
+	};
+
+	// ---- formatting ----
+
+	function finite(v) {
+		return typeof v === 'number' && Number.isFinite(v) ? v : null;
+	}
+
+	function str(v) {
+		return typeof v === 'string' ? v : '';
+	}
+
+	function clamp(v, lo, hi) {
+		return Math.min(hi, Math.max(lo, v));
+	}
+
+	function fixed(v, digits) {
+		return v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+	}
+
+	// fmtSeconds shows a duration in the unit a person reads fastest:
+	// microseconds for per-token times on fast local models, milliseconds
+	// below a second, seconds above.
+	function fmtSeconds(s) {
+		if (s < 0.001) return fixed(s * 1e6, 0) + NNBSP + 'µs';
+		if (s < 0.01) return fixed(s * 1e3, 1) + NNBSP + 'ms';
+		if (s < 1) return fixed(s * 1e3, 0) + NNBSP + 'ms';
+		if (s < 10) return fixed(s, 2) + NNBSP + 's';
+		if (s < 100) return fixed(s, 1) + NNBSP + 's';
+		return fixed(s, 0) + NNBSP + 's';
+	}
+
+	function fmtRate(v) {
+		return fixed(v, v < 10 ? 2 : v < 100 ? 1 : 0) + NNBSP + 'tok/s';
+	}
+
+	// Token counts are whole, but their quantiles come from a sketch that
+	// answers within its relative accuracy, so they are rounded back.
+	function fmtTokens(v) {
+		return fixed(Math.round(v), 0) + NNBSP + 'tok';
+	}
+
+	function fmtCount(v) {
+		return fixed(v, 0);
+	}
+
+	function fmtPercent(v) {
+		if (v === 0) return '0' + NNBSP + '%';
+		if (v < 0.001) return '<0.1' + NNBSP + '%';
+		return fixed(v * 100, 1) + NNBSP + '%';
+	}
+
+	function fmtTime(d) {
+		return d.toLocaleTimeString('en-GB', { hour12: false });
+	}
+
+	// describeWindow turns window_seconds into words for headings.
+	function describeWindow(seconds) {
+		if (seconds >= 3600 && seconds % 3600 === 0) return seconds === 3600 ? 'hour' : seconds / 3600 + ' hours';
+		if (seconds >= 60 && seconds % 60 === 0) return seconds === 60 ? 'minute' : seconds / 60 + ' minutes';
+		return seconds + ' seconds';
+	}
+
+	// labelText is the canonical form of a row's labels, sorted by name:
+	// shown in the table and carried in data-labels.
+	function labelText(labels) {
+		if (!labels || typeof labels !== 'object') return '';
+		return Object.keys(labels)
+			.sort()
+			.map((k) => k + '=' + labels[k])
+			.join(', ');
+	}
+
+	function rowKey(r) {
+		return [str(r.provider), str(r.model), labelText(r.labels)].join('\u0000');
+	}
+
+	function colourOf(r) {
+		const key = rowKey(r);
+		if (!state.colours.has(key)) state.colours.set(key, state.colours.size);
+		return PALETTE[state.colours.get(key) % PALETTE.length];
+	}
+
+	// ---- sorting ----
+
+	// sortedRows orders rows by the chosen column. Missing values go last
+	// whichever the direction, and ties fall back to provider, model and
+	// labels so the order does not flicker between refreshes.
+	function sortedRows() {
+		const col = COLUMN.get(state.sort.key) || COLUMN.get('tps_p50');
+		const sign = state.sort.dir === 'asc' ? 1 : -1;
+		const keyed = state.rows.map((r) => ({ r, v: col.get(r), k: rowKey(r) }));
+		keyed.sort((a, b) => {
+			const am = a.v === null || a.v === '';
+			const bm = b.v === null || b.v === '';
+			if (am !== bm) return am ? 1 : -1;
+			if (!am) {
+				const c = col.type === 'text' ? a.v.localeCompare(b.v) : a.v - b.v;
+				if (c !== 0) return sign * c;
+			}
+			return a.k < b.k ? -1 : a.k > b.k ? 1 : 0;
+		});
+		return keyed.map((x) => x.r);
+	}
+
+	function setSort(key) {
+		const col = COLUMN.get(key);
+		if (!col) return;
+		if (state.sort.key === key) {
+			state.sort.dir = state.sort.dir === 'asc' ? 'desc' : 'asc';
+		} else {
+			state.sort = { key, dir: col.type === 'text' ? 'asc' : 'desc' };
+		}
+		render();
+	}
+
+	// ---- table ----
+
+	function buildHeader() {
+		const top = document.createElement('tr');
+		const sub = document.createElement('tr');
+		let group = null;
+		for (const col of COLUMNS) {
+			const th = headerCell(col);
+			if (!col.group) {
+				th.rowSpan = 2;
+				top.append(th);
+				group = null;
+				continue;
+			}
+			if (col.group !== group) {
+				group = col.group;
+				const g = document.createElement('th');
+				g.scope = 'colgroup';
+				g.className = 'group';
+				g.colSpan = COLUMNS.filter((c) => c.group === group).length;
+				g.textContent = GROUPS[group];
+				top.append(g);
+				th.classList.add('group-start');
+			}
+			sub.append(th);
+		}
+		el.thead.replaceChildren(top, sub);
+	}
+
+	function headerCell(col) {
+		const th = document.createElement('th');
+		th.scope = 'col';
+		th.dataset.col = col.key;
+		th.dataset.type = col.type || 'num';
+		const button = document.createElement('button');
+		button.type = 'button';
+		button.dataset.col = col.key;
+		if (col.group) {
+			// "p50" alone is ambiguous to a screen reader reading one
+			// heading; the group's name goes first, unseen.
+			const hidden = document.createElement('span');
+			hidden.className = 'visually-hidden';
+			hidden.textContent = GROUPS[col.group] + ' ';
+			button.append(hidden);
+		}
+		button.append(col.label);
+		if (col.title) button.title = col.title;
+		button.addEventListener('click', () => setSort(col.key));
+		th.append(button);
+		return th;
+	}
+
+	function renderTable(rows) {
+		for (const th of el.thead.querySelectorAll('th[data-col]')) {
+			if (th.dataset.col === state.sort.key) {
+				th.setAttribute('aria-sort', state.sort.dir === 'asc' ? 'ascending' : 'descending');
+			} else {
+				th.removeAttribute('aria-sort');
+			}
+		}
+		const hasLabels = rows.some((r) => labelText(r.labels) !== '');
+		el.table.classList.toggle('no-labels', !hasLabels);
+
+		const trs = rows.map((r) => {
+			const tr = document.createElement('tr');
+			tr.dataset.provider = str(r.provider);
+			tr.dataset.model = str(r.model);
+			tr.dataset.labels = labelText(r.labels);
+			if (r.overflow) {
+				tr.dataset.overflow = 'true';
+				tr.classList.add('overflow');
+			}
+			for (const col of COLUMNS) tr.append(cell(col, r));
+			return tr;
+		});
+		el.tbody.replaceChildren(...trs);
+	}
+
+	function cell(col, r) {
+		const v = col.get(r);
+		const td = document.createElement(col.key === 'model' ? 'th' : 'td');
+		if (col.key === 'model') td.scope = 'row';
+		td.dataset.col = col.key;
+		td.dataset.type = col.type || 'num';
+		if (col.group && COLUMNS.find((c) => c.group === col.group) === col) td.classList.add('group-start');
+		if (col.type === 'text') {
+			td.dataset.value = v;
+			td.classList.add(col.key);
+			if (col.key === 'model') {
+				const sw = document.createElement('span');
+				sw.className = 'swatch';
+				sw.style.background = colourOf(r);
+				sw.setAttribute('aria-hidden', 'true');
+				td.append(sw, v || DASH);
+				if (r.overflow) td.title = 'Every row over the cap on distinct rows, merged';
+				else td.title = v;
+			} else {
+				td.textContent = v;
+				td.title = v;
+			}
+			return td;
+		}
+		if (v === null) {
+			td.dataset.value = '';
+			td.textContent = DASH;
+			td.classList.add('missing');
+		} else {
+			td.dataset.value = String(v);
+			td.textContent = col.fmt(v);
+		}
+		return td;
+	}
+
+	// ---- charts ----
+
+	const SVG = 'http://www.w3.org/2000/svg';
+
+	function svgEl(name, attrs, text) {
+		const e = document.createElementNS(SVG, name);
+		for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+		if (text !== undefined) e.textContent = text;
+		return e;
+	}
+
+	// niceStep picks an axis step of 1, 2 or 5 times a power of ten, so
+	// that about `count` ticks span `max`.
+	function niceStep(max, count) {
+		const raw = max / Math.max(1, count);
+		const mag = 10 ** Math.floor(Math.log10(raw));
+		const f = raw / mag;
+		return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+	}
+
+	// trimZeros drops the zeros a tick label does not need ("1.50 s" ->
+	// "1.5 s", "50.0 tok/s" -> "50 tok/s"); ticks are round numbers.
+	function trimZeros(label) {
+		return label.replace(/(\.\d*?)0+(?=\D|$)/, '$1').replace(/\.(?=\D|$)/, '');
+	}
+
+	function quantiles(r, name) {
+		const m = r.metrics && r.metrics[name];
+		if (!m || !(m.count > 0)) return null;
+		const q = { count: m.count, p5: finite(m.p5), p50: finite(m.p50), p90: finite(m.p90), p95: finite(m.p95), p99: finite(m.p99) };
+		return q.p50 === null ? null : q;
+	}
+
+	function renderChart(spec, rows) {
+		const svg = document.getElementById(spec.id);
+		if (!svg) return;
+		const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 600));
+		const labelW = Math.min(220, Math.round(width * 0.3));
+		const valueW = 92;
+		const x0 = labelW + 8;
+		const x1 = width - valueW;
+		const rowH = 24;
+		const top = 4;
+		const axisH = 22;
+		const data = rows.map((r) => ({ r, q: quantiles(r, spec.metric) }));
+		const height = top + Math.max(1, data.length) * rowH + axisH;
+		svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+		svg.setAttribute('height', String(height));
+		const parts = [];
+
+		const withData = data.filter((d) => d.q);
+		if (withData.length === 0) {
+			parts.push(svgEl('text', { x: 0, y: top + 16, class: 'nodata' }, 'No ' + spec.what + ' measured in this window yet.'));
+			svg.replaceChildren(svgEl('title', {}, 'No data yet'), ...parts);
+			return;
+		}
+
+		let max = 0;
+		for (const d of withData) max = Math.max(max, d.q.p99 ?? d.q.p95 ?? d.q.p50);
+		if (!(max > 0)) max = 1;
+		const step = niceStep(max, Math.max(2, Math.floor((x1 - x0) / 90)));
+		const axisMax = Math.ceil(max / step) * step;
+		const x = (v) => x0 + ((x1 - x0) * clamp(v, 0, axisMax)) / axisMax;
+		const yAxis = top + data.length * rowH;
+
+		for (let i = 0; i * step <= axisMax + step / 2; i++) {
+			const t = i * step; // not a running sum, whose rounding errors add up
+			parts.push(svgEl('line', { class: 'grid', x1: x(t), x2: x(t), y1: top, y2: yAxis }));
+			parts.push(svgEl('text', { class: 'axis', x: x(t), y: yAxis + 15, 'text-anchor': 'middle' }, t === 0 ? '0' : trimZeros(spec.fmt(t))));
+		}
+
+		const summary = [];
+		data.forEach((d, i) => {
+			const y = top + i * rowH + rowH / 2;
+			const name = str(d.r.model) + (labelText(d.r.labels) ? ' (' + labelText(d.r.labels) + ')' : '');
+			const g = svgEl('g', { 'data-model': str(d.r.model), 'data-labels': labelText(d.r.labels) });
+			const maxChars = Math.max(6, Math.floor(labelW / 7));
+			const shown = name.length > maxChars ? name.slice(0, maxChars - 1) + '…' : name;
+			g.append(svgEl('text', { x: 0, y: y + 4 }, shown));
+			if (!d.q) {
+				g.append(svgEl('text', { class: 'nodata', x: x0, y: y + 4 }, 'no data'));
+				g.append(svgEl('title', {}, name + ': no data'));
+				parts.push(g);
+				return;
+			}
+			const q = d.q;
+			const lo = q.p5 ?? q.p50;
+			const hi = q.p99 ?? q.p95 ?? q.p50;
+			const p95 = q.p95 ?? q.p50;
+			const colour = colourOf(d.r);
+			g.append(svgEl('line', { class: 'whisker', x1: x(lo), x2: x(hi), y1: y, y2: y }));
+			g.append(svgEl('rect', { class: 'box', x: x(q.p50), y: y - 7, width: Math.max(2, x(p95) - x(q.p50)), height: 14, fill: colour }));
+			g.append(svgEl('line', { class: 'median', x1: x(q.p50), x2: x(q.p50), y1: y - 9, y2: y + 9 }));
+			g.append(svgEl('text', { class: 'value', x: x1 + 8, y: y + 4 }, 'p50 ' + spec.fmt(q.p50)));
+			const detail = ['p5', 'p50', 'p90', 'p95', 'p99']
+				.filter((k) => q[k] !== null)
+				.map((k) => k + ' ' + spec.fmt(q[k]))
+				.join(', ');
+			g.append(svgEl('title', {}, name + ': ' + detail + ' (' + q.count + ' requests)'));
+			summary.push(name + ' p50 ' + spec.fmt(q.p50));
+			parts.push(g);
+		});
+		svg.replaceChildren(svgEl('title', {}, 'Distribution of ' + spec.what + ' per model: ' + summary.join('; ')), ...parts);
+	}
+
+	// ---- page state ----
+
+	function render() {
+		const rows = sortedRows();
+		renderTable(rows);
+		for (const spec of CHARTS) renderChart(spec, rows);
+	}
+
+	function showMessage(kind, text) {
+		if (!kind) {
+			el.message.hidden = true;
+			el.message.textContent = '';
+			delete el.message.dataset.kind;
+			return;
+		}
+		el.message.hidden = false;
+		el.message.dataset.kind = kind;
+		el.message.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+		el.message.textContent = text;
+	}
+
+	function applyData(data) {
+		state.rows = data.rows.filter((r) => r && typeof r === 'object');
+		state.windowSeconds = finite(data.window_seconds) || WINDOWS[state.window];
+		state.loaded = new Date();
+		state.loads++;
+		el.table.classList.remove('stale');
+		el.title.textContent = 'Per model, last ' + describeWindow(state.windowSeconds);
+		const generated = data.generated_at ? new Date(data.generated_at) : null;
+		const at = generated && !Number.isNaN(generated.getTime()) ? generated : state.loaded;
+		el.status.textContent = 'Updated ' + fmtTime(at) + ' · refreshing every ' + refreshSeconds + NNBSP + 's';
+		el.body.dataset.loads = String(state.loads);
+		if (state.rows.length === 0) {
+			el.body.dataset.state = 'empty';
+			showMessage('empty', 'No requests finished in the last ' + describeWindow(state.windowSeconds) +
+				'. Send traffic through a route with the tokentap handler and its models appear here within seconds.');
+		} else {
+			el.body.dataset.state = 'ok';
+			showMessage(null);
+		}
+		render();
+	}
+
+	function showError(text) {
+		el.body.dataset.state = 'error';
+		let msg = 'Cannot load the live stats: ' + text + '. Retrying every ' + refreshSeconds + NNBSP + 's.';
+		if (state.loaded) {
+			msg += ' The table shows the last data, from ' + fmtTime(state.loaded) + '.';
+			el.table.classList.add('stale');
+		}
+		showMessage('error', msg);
+		el.status.textContent = state.loaded ? 'Stale since ' + fmtTime(state.loaded) : 'No data';
+	}
+
+	// apiMessage pulls the reason out of an error body: Caddy's admin API
+	// answers {"error": "..."}; anything else is shown shortened.
+	function apiMessage(text) {
+		let msg = '';
+		try {
+			const j = JSON.parse(text);
+			msg = str(j && (j.error || j.message));
+		} catch {
+			msg = text.trim();
+		}
+		if (msg.length > 200) msg = msg.slice(0, 199) + '…';
+		return msg ? ': ' + msg : '';
+	}
+
+	function validate(data) {
+		if (!data || typeof data !== 'object' || !Array.isArray(data.rows)) {
+			throw new Error('the answer is not a stats document (no rows)');
+		}
+		if (data.version !== 1) {
+			throw new Error('the answer is stats version ' + data.version + ', and this page reads version 1');
+		}
+	}
+
+	async function load() {
+		clearTimeout(state.timer);
+		const seq = ++state.seq;
+		const ctl = new AbortController();
+		const timeout = setTimeout(() => ctl.abort(), FETCH_TIMEOUT_MS);
+		let data = null;
+		let error = '';
+		try {
+			const resp = await fetch('stats?window=' + encodeURIComponent(state.window), {
+				cache: 'no-store',
+				headers: { Accept: 'application/json' },
+				signal: ctl.signal,
+			});
+			const text = await resp.text();
+			if (!resp.ok) throw new Error('HTTP ' + resp.status + apiMessage(text));
+			try {
+				data = JSON.parse(text);
+			} catch {
+				throw new Error('the answer is not JSON');
+			}
+			validate(data);
+		} catch (err) {
+			data = null;
+			if (err.name === 'AbortError') error = 'no answer within ' + FETCH_TIMEOUT_MS / 1000 + NNBSP + 's';
+			else if (err instanceof TypeError) error = 'the admin API is unreachable (' + err.message + ')';
+			else error = err.message;
+		} finally {
+			clearTimeout(timeout);
+		}
+		if (seq !== state.seq) return; // a newer request (a window change) took over
+		if (data) applyData(data);
+		else showError(error);
+		state.timer = setTimeout(tick, refreshSeconds * 1000);
+	}
+
+	// tick skips the request while the tab is hidden: nobody is reading,
+	// and the page comes back up to date as soon as it is shown.
+	function tick() {
+		if (document.hidden) {
+			state.timer = setTimeout(tick, refreshSeconds * 1000);
+			return;
+		}
+		load();
+	}
+
+	function setWindow(w) {
+		if (!Object.hasOwn(WINDOWS, w) || w === state.window) return;
+		state.window = w;
+		const url = new URL(location.href);
+		url.searchParams.set('window', w);
+		history.replaceState(null, '', url);
+		el.raw.href = 'stats?window=' + w;
+		el.raw.textContent = 'stats?window=' + w;
+		el.body.dataset.state = 'loading';
+		el.status.textContent = 'Loading the last ' + describeWindow(WINDOWS[w]) + '…';
+		load();
+	}
+
+	function start() {
+		buildHeader();
+		for (const input of el.windows) {
+			input.checked = input.value === state.window;
+			input.addEventListener('change', () => {
+				if (input.checked) setWindow(input.value);
+			});
+		}
+		el.raw.href = 'stats?window=' + state.window;
+		el.raw.textContent = 'stats?window=' + state.window;
+		document.addEventListener('visibilitychange', () => {
+			if (!document.hidden) load();
+		});
+		let pending = 0;
+		window.addEventListener('resize', () => {
+			cancelAnimationFrame(pending);
+			pending = requestAnimationFrame(() => {
+				const rows = sortedRows();
+				for (const spec of CHARTS) renderChart(spec, rows);
+			});
+		});
+		render();
+		load();
+	}
+
+	start();
+})();

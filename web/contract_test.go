@@ -1,0 +1,138 @@
+package web_test
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The stats document the page reads (GET /tokentap/stats, version 1), as the
+// tests write and read it. The page is written against the same contract;
+// the end-to-end test reads the real API with these types too.
+
+type statsDoc struct {
+	Version       int        `json:"version"`
+	Window        string     `json:"window"`
+	WindowSeconds int        `json:"window_seconds"`
+	GeneratedAt   string     `json:"generated_at"`
+	Rows          []statsRow `json:"rows"`
+}
+
+type statsRow struct {
+	Provider       string                 `json:"provider"`
+	Model          string                 `json:"model"`
+	Labels         map[string]string      `json:"labels"`
+	Overflow       bool                   `json:"overflow"`
+	Requests       int64                  `json:"requests"`
+	Errors         int64                  `json:"errors"`
+	Aborts         int64                  `json:"aborts"`
+	ErrorRate      float64                `json:"error_rate"`
+	AbortRate      float64                `json:"abort_rate"`
+	EstimatedShare float64                `json:"estimated_share"`
+	Metrics        map[string]statsMetric `json:"metrics"`
+}
+
+// statsMetric has no quantiles when Count is 0.
+type statsMetric struct {
+	Unit  string   `json:"unit"`
+	Count int64    `json:"count"`
+	P5    *float64 `json:"p5,omitempty"`
+	P50   *float64 `json:"p50,omitempty"`
+	P90   *float64 `json:"p90,omitempty"`
+	P95   *float64 `json:"p95,omitempty"`
+	P99   *float64 `json:"p99,omitempty"`
+}
+
+func readFixture(t *testing.T, name string) statsDoc {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d statsDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
+
+// clone deep-copies a document, so a test can derive one from another.
+func (d statsDoc) clone() statsDoc {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(err)
+	}
+	var c statsDoc
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// labelText is the canonical form of a row's labels, as the page writes it
+// into data-labels: name=value pairs sorted by name, joined by ", ".
+func labelText(labels map[string]string) string {
+	parts := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		parts = append(parts, k+"="+labels[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rowName names a row as models() names a rendered one.
+func rowName(r statsRow) string {
+	if l := labelText(r.Labels); l != "" {
+		return r.Model + " {" + l + "}"
+	}
+	return r.Model
+}
+
+// quantile reads one quantile of one metric; ok is false when the metric
+// has no values or the API sent no such quantile.
+func (r statsRow) quantile(metric, q string) (float64, bool) {
+	m, ok := r.Metrics[metric]
+	if !ok || m.Count == 0 {
+		return 0, false
+	}
+	p := map[string]*float64{"p5": m.P5, "p50": m.P50, "p90": m.P90, "p95": m.P95, "p99": m.P99}[q]
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
+}
+
+// orderBy is the order the page must show: by the value, rows without one
+// last whatever the direction, ties by provider, model and labels.
+func orderBy(rows []statsRow, value func(statsRow) (float64, bool), desc bool) []string {
+	rs := slices.Clone(rows)
+	key := func(r statsRow) string { return r.Provider + "\x00" + r.Model + "\x00" + labelText(r.Labels) }
+	slices.SortStableFunc(rs, func(a, b statsRow) int {
+		av, aok := value(a)
+		bv, bok := value(b)
+		if aok != bok {
+			if aok {
+				return -1
+			}
+			return 1
+		}
+		if aok && av != bv {
+			if (av < bv) != desc {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(key(a), key(b))
+	})
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = rowName(r)
+	}
+	return out
+}
+
+func byQuantile(metric, q string) func(statsRow) (float64, bool) {
+	return func(r statsRow) (float64, bool) { return r.quantile(metric, q) }
+}
