@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -135,7 +133,7 @@ type clientsTokentap struct {
 	accessLog string
 
 	cmd     *exec.Cmd
-	out     *clientsBuffer
+	out     *syncBuffer
 	exited  chan struct{}
 	waitErr error
 }
@@ -148,7 +146,7 @@ func startClientsTokentap(t *testing.T, caddyfile string, ready ...string) *clie
 	t.Helper()
 	bin := clientsBinary(t)
 	dir := t.TempDir()
-	p := &clientsTokentap{accessLog: filepath.Join(dir, "access.log"), out: &clientsBuffer{}, exited: make(chan struct{})}
+	p := &clientsTokentap{accessLog: filepath.Join(dir, "access.log"), out: &syncBuffer{}, exited: make(chan struct{})}
 	config := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(config, []byte(strings.ReplaceAll(caddyfile, "ACCESS_LOG", p.accessLog)), 0o644); err != nil {
 		t.Fatal(err)
@@ -324,23 +322,4 @@ func checkClientsSpan(t *testing.T, span otlpsink.Span, streamed bool, wants []c
 			}
 		}
 	}
-}
-
-// clientsBuffer is a bytes.Buffer safe for the concurrent writes of a
-// process's stdout and stderr and reads by the test.
-type clientsBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *clientsBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *clientsBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

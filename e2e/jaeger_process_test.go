@@ -13,7 +13,6 @@
 package e2e
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -21,7 +20,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -147,7 +145,7 @@ func jaegerEnvWithoutOTEL(env []string) []string {
 // test.
 type jaegerScript struct {
 	cmd     *exec.Cmd
-	out     *jaegerOutput
+	out     *syncBuffer
 	exited  chan struct{} // closed when the script has exited
 	waitErr error         // valid once exited is closed
 }
@@ -163,7 +161,7 @@ func startJaegerScript(t *testing.T, dir, path string, env ...string) *jaegerScr
 	// A group of its own: the cleanup can then kill the script's children
 	// too if the script fails to stop them.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	s := &jaegerScript{cmd: cmd, out: &jaegerOutput{}, exited: make(chan struct{})}
+	s := &jaegerScript{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	// Bounds Wait if a child that escaped the group keeps the pipe open.
 	cmd.WaitDelay = jaegerStopTimeout
@@ -235,23 +233,4 @@ func (s *jaegerScript) stop() error {
 	case <-time.After(jaegerStopTimeout):
 		return fmt.Errorf("the script (pid %d) did not exit even after SIGKILL", s.cmd.Process.Pid)
 	}
-}
-
-// jaegerOutput collects a process's output, written by exec's copying
-// goroutine and read by the test.
-type jaegerOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *jaegerOutput) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *jaegerOutput) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
