@@ -162,7 +162,7 @@ type docRun struct {
 type backgroundBlock struct {
 	block  docBlock
 	cmd    *exec.Cmd
-	out    *jaegerOutput
+	out    *syncBuffer
 	exited chan struct{}
 }
 
@@ -351,7 +351,7 @@ func (d *docRun) retry(where string, b docBlock, want *docBlock) []byte {
 
 func (d *docRun) startBackground(where string, b docBlock, url string) {
 	d.t.Helper()
-	bg := &backgroundBlock{block: b, cmd: d.command(nil, b.text), out: &jaegerOutput{}, exited: make(chan struct{})}
+	bg := &backgroundBlock{block: b, cmd: d.command(nil, b.text), out: &syncBuffer{}, exited: make(chan struct{})}
 	bg.cmd.Stdout, bg.cmd.Stderr = bg.out, bg.out
 	if err := bg.cmd.Start(); err != nil {
 		d.t.Fatalf("%s: %v", where, err)
