@@ -53,6 +53,7 @@ func linesTimed(t *testing.T, url, body string, header http.Header) []arrival {
 // rate: the formats share the scheduler, but each writes and flushes its
 // own events, and an event buffered behind the next would show here.
 func TestFormatsTimingOverLoopback(t *testing.T) {
+	requireQuietMachine(t)
 	const (
 		ttft       = 50 * time.Millisecond
 		rate       = 150.0

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,6 +88,7 @@ func trailerSeconds(t *testing.T, res *http.Response, name string) time.Duration
 }
 
 func TestTimingOverLoopback(t *testing.T) {
+	requireQuietMachine(t)
 	const (
 		ttft   = 100 * time.Millisecond
 		rate   = 100.0
@@ -234,4 +236,16 @@ func TestClientGoneStopsHandler(t *testing.T) {
 			t.Fatal("handler still waiting 1s after the client left")
 		}
 	})
+}
+
+// requireQuietMachine skips a test that checks wall-clock timing unless it
+// was asked for with TOKENTAP_TIMING_TESTS=1 and runs without the race
+// detector: .ci/run runs the timing tests that way, alone, because other
+// packages' tests competing for two cores would fail them for no fault of
+// the code.
+func requireQuietMachine(t *testing.T) {
+	t.Helper()
+	if raceEnabled || os.Getenv("TOKENTAP_TIMING_TESTS") != "1" {
+		t.Skip("set TOKENTAP_TIMING_TESTS=1 and run alone, without -race (as .ci/run does)")
+	}
 }
