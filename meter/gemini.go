@@ -206,7 +206,7 @@ func (g *gemini) readChunk(o *Observer, s string) {
 			})
 		case "usageMetadata":
 			if rawKindOf(raw) == kindObject {
-				g.readUsage(o, gjson.Parse(raw))
+				g.readUsage(o, raw)
 			}
 		case "modelVersion":
 			// The Gemini API has reported "models/gemini-…" and
@@ -431,25 +431,26 @@ func geminiStringBody(raw string) string {
 // the thinking it bills as output. Early chunks omit candidatesTokenCount
 // and Vertex chunks may carry only trafficType, so each component keeps its
 // last reported value and a usage with no count at all is not reported.
-func (g *gemini) readUsage(o *Observer, u gjson.Result) {
+func (g *gemini) readUsage(o *Observer, u string) {
 	out := unknownUsage
 	known := false
-	u.ForEach(func(k, v gjson.Result) bool {
-		if v.Type != gjson.Number {
+	rawMembers(u, func(k, raw string) bool {
+		v, ok := rawInt(raw)
+		if !ok {
 			return true
 		}
-		switch k.Str {
+		switch k {
 		case "promptTokenCount":
-			g.prompt = v.Int()
+			g.prompt = v
 		case "toolUsePromptTokenCount":
-			g.toolUsePrompt = v.Int()
+			g.toolUsePrompt = v
 		case "candidatesTokenCount":
-			g.candidates = v.Int()
+			g.candidates = v
 		case "thoughtsTokenCount":
-			g.thoughts = v.Int()
+			g.thoughts = v
 			out.ReasoningOutputTokens = g.thoughts
 		case "cachedContentTokenCount":
-			out.CacheReadInputTokens = v.Int()
+			out.CacheReadInputTokens = v
 		default:
 			return true
 		}
