@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"github.com/caddyserver/caddy/v2"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -16,16 +17,15 @@ import (
 // fields or with a user's log_append.
 const logFieldKey = "tokentap"
 
-// varPrefix prefixes the names under which each exchange's measurement is
-// published in Caddy's request variables, so that any directive that runs
-// after the response can use it as a placeholder, e.g.
-// {http.vars.tokentap.output_tokens} in log_append. docs/telemetry.md lists
-// the names; they are the access log field's member names behind this
-// prefix.
-const varPrefix = "tokentap."
+// replPrefix prefixes the placeholders under which each exchange's
+// measurement is published, so that any directive that runs after the
+// response can use it, e.g. {http.vars.tokentap.output_tokens} in
+// log_append. docs/telemetry.md lists the names; they are the access log
+// field's member names behind this prefix.
+const replPrefix = "http.vars.tokentap."
 
-// Member names of the access log object, which are also the variable names
-// behind varPrefix. Users' log pipelines and Caddyfiles depend on them.
+// Member names of the access log object, which are also the placeholder
+// names behind replPrefix. Users' log pipelines and Caddyfiles depend on them.
 const (
 	logProvider                 = "provider"
 	logOperation                = "operation"
@@ -176,11 +176,16 @@ func (e *logEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 
 // recordLogFields adds a finished exchange's measurement to Caddy's access
 // log entry for the request (the "tokentap" object) and publishes it as
-// request variables ({http.vars.tokentap.*}) for directives that run after
-// the response, such as log_append. It runs on the request's goroutine
-// before ServeHTTP returns, which both need: the variables map is not safe
-// for concurrent use, and the access log is written after the handler
-// chain returns, also when reverse_proxy aborts with a panic.
+// placeholders ({http.vars.tokentap.*}) for directives that run after the
+// response, such as log_append. It runs before ServeHTTP returns, because
+// the access log is written after the handler chain returns, also when
+// reverse_proxy aborts with a panic.
+//
+// The placeholders are set on the request's Replacer, which has a lock of
+// its own and is consulted before the request's variables, not written into
+// the variables map: net/http's transport may still be dialing for this
+// request on another goroutine (a dial it started before an idle connection
+// came free), and reverse_proxy's dialer reads that map unlocked.
 func (x *exchange) recordLogFields(f *finished) {
 	ctx := x.r.Context()
 	e := newLogEntry(f)
@@ -189,19 +194,21 @@ func (x *exchange) recordLogFields(f *finished) {
 		// rather than writing a duplicate key.
 		extra.Set(zap.Object(logFieldKey, e))
 	}
-	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		for _, name := range logVarNames {
-			delete(vars, varPrefix+name)
-		}
-		e.each(
-			func(name, v string) { vars[varPrefix+name] = v },
-			func(name string, v int64) { vars[varPrefix+name] = v },
-			func(name string, v float64) { vars[varPrefix+name] = v },
-		)
-		if len(e.finishReasons) > 0 {
-			// A placeholder is a string: one reason per choice, in choice
-			// order, as the log's array has them.
-			vars[varPrefix+logFinishReasons] = strings.Join(e.finishReasons, ",")
-		}
+	repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return
+	}
+	for _, name := range logVarNames {
+		repl.Delete(replPrefix + name)
+	}
+	e.each(
+		func(name, v string) { repl.Set(replPrefix+name, v) },
+		func(name string, v int64) { repl.Set(replPrefix+name, v) },
+		func(name string, v float64) { repl.Set(replPrefix+name, v) },
+	)
+	if len(e.finishReasons) > 0 {
+		// A placeholder is a string: one reason per choice, in choice
+		// order, as the log's array has them.
+		repl.Set(replPrefix+logFinishReasons, strings.Join(e.finishReasons, ","))
 	}
 }

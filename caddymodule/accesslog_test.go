@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"github.com/caddyserver/caddy/v2"
 	"io"
 	"net/http"
 	"reflect"
@@ -186,17 +187,25 @@ func TestLogVarsMatchSpan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			var repl *caddy.Replacer
 			var vars map[string]any
 			upstream := tt.upstream(t)
 			hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+				repl = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 				vars = r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 				// A value left by an earlier handler in the chain must
 				// not survive this exchange.
-				vars[varPrefix+logTimeToFirstToken] = 99.0
-				vars[varPrefix+logErrorType] = "stale"
+				repl.Set(replPrefix+logTimeToFirstToken, 99.0)
+				repl.Set(replPrefix+logErrorType, "stale")
 				vars["unrelated"] = "kept"
 				return upstream(w, r)
 			})
+			// Caddy answers every {http.vars.*} it has no value for with
+			// nil: unset, as a directive using it sees it.
+			get := func(name string) (any, bool) {
+				v, _ := repl.Get(replPrefix + name)
+				return v, v != nil
+			}
 			resp, err := http.Post(hs.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(tt.body))
 			if err != nil {
 				t.Fatal(err)
@@ -206,29 +215,31 @@ func TestLogVarsMatchSpan(t *testing.T) {
 			span := hs.span(t) // also waits for ServeHTTP to return
 			a := attrs(span)
 			for name, key := range tt.want {
-				v, ok := vars[varPrefix+name]
+				v, ok := get(name)
 				if !ok {
-					t.Errorf("{http.vars.%s%s} is not set; the span has %s=%v", varPrefix, name, key, a[key].Emit())
+					t.Errorf("{%s%s} is not set; the span has %s=%v", replPrefix, name, key, a[key].Emit())
 					continue
 				}
 				if got, want := v, a[key].AsInterface(); got != want {
-					t.Errorf("{http.vars.%s%s} = %v (%T), span %s = %v (%T)", varPrefix, name, got, got, key, want, want)
+					t.Errorf("{%s%s} = %v (%T), span %s = %v (%T)", replPrefix, name, got, got, key, want, want)
 				}
 			}
 			for _, name := range tt.absent {
-				if v, ok := vars[varPrefix+name]; ok {
-					t.Errorf("{http.vars.%s%s} = %v, want it unset", varPrefix, name, v)
+				if v, ok := get(name); ok {
+					t.Errorf("{%s%s} = %v, want it unset", replPrefix, name, v)
 				}
 			}
 			if vars["unrelated"] != "kept" {
 				t.Errorf("a variable of another module was changed: %v", vars["unrelated"])
 			}
 			sc := span.SpanContext()
-			if vars[varPrefix+logTraceID] != sc.TraceID().String() || vars[varPrefix+logSpanID] != sc.SpanID().String() {
-				t.Errorf("trace_id %v span_id %v, want the span's %s %s", vars[varPrefix+logTraceID], vars[varPrefix+logSpanID], sc.TraceID(), sc.SpanID())
+			traceID, _ := get(logTraceID)
+			spanID, _ := get(logSpanID)
+			if traceID != sc.TraceID().String() || spanID != sc.SpanID().String() {
+				t.Errorf("trace_id %v span_id %v, want the span's %s %s", traceID, spanID, sc.TraceID(), sc.SpanID())
 			}
 			if reasons := a["gen_ai.response.finish_reasons"].AsStringSlice(); len(reasons) > 0 {
-				if got := vars[varPrefix+logFinishReasons]; got != strings.Join(reasons, ",") {
+				if got, _ := get(logFinishReasons); got != strings.Join(reasons, ",") {
 					t.Errorf("finish_reasons %v, span %v", got, reasons)
 				}
 			}
