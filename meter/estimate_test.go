@@ -1,6 +1,9 @@
 package meter
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestEstimateTokens(t *testing.T) {
 	tests := []struct {
@@ -69,6 +72,47 @@ func TestDetectDialect(t *testing.T) {
 			d := DetectDialect(tt.path)
 			if d.Name != tt.dialect || d.New().Operation(tt.path) != tt.op {
 				t.Errorf("got %s %s", d.Name, d.New().Operation(tt.path))
+			}
+		})
+	}
+}
+
+// countingEstimator counts the bytes it was asked to count.
+type countingEstimator struct{ bytes int }
+
+func (c *countingEstimator) Tokens(text []byte) int64 {
+	c.bytes += len(text)
+	return int64(len(text))
+}
+
+// TestEstimatorBounds: the Estimator sees the decoded text of usage-less
+// streams' deltas, never a delta over maxTokenizedDelta (counted by the
+// heuristic instead, so a huge delta cannot hold the stream back), and
+// never a stream that asked for usage.
+func TestEstimatorBounds(t *testing.T) {
+	huge := strings.Repeat("a", 256<<10)
+	for _, tt := range []struct {
+		name      string
+		request   string
+		delta     string
+		wantBytes int
+	}{
+		{"usage-less delta, decoded", `{"stream":true}`, `line\nbreak`, len("line\nbreak")},
+		{"huge delta goes to the heuristic", `{"stream":true}`, huge, 0},
+		{"usage asked for", `{"stream":true,"stream_options":{"include_usage":true}}`, "hello", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			est := &countingEstimator{}
+			mt := New(openAIChat{}, Options{Estimator: est}, t0)
+			mt.Request("/v1/chat/completions", []byte(tt.request), false)
+			mt.Response(200, "text/event-stream", "")
+			mt.Write([]byte(`data: {"choices":[{"index":0,"delta":{"content":"`+tt.delta+`"}}]}`+"\n\n"), t0.Add(step))
+			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
+			if est.bytes != tt.wantBytes {
+				t.Errorf("the estimator saw %d bytes, want %d", est.bytes, tt.wantBytes)
+			}
+			if m.EstimatedOutputTokens <= 0 {
+				t.Errorf("no estimate: %+v", m)
 			}
 		})
 	}

@@ -32,13 +32,20 @@ type Observer struct {
 	items  int
 }
 
+// maxTokenizedDelta bounds the delta handed to the Estimator. Counting runs
+// on the delivery path, and a tokenizer costs about a microsecond per byte
+// of text it has not seen: a broken or hostile stream's 256 KiB delta held
+// its bytes back for over 100 ms. Real deltas are a few bytes to a few
+// hundred; one over this size is counted by the heuristic instead.
+const maxTokenizedDelta = 4 << 10
+
 // streamedTokens estimates the tokens of a streamed text fragment, s being
 // the inside of a JSON string as written. While the stream may yet report
 // usage it uses EstimateTokens, which is free; when the request did not ask
 // for usage and none has come, the exact count matters and the Estimator,
 // if any, reads the decoded text.
 func (o *Observer) streamedTokens(s string) int64 {
-	if o.est == nil || !o.timed || o.m.Request.IncludeUsage || o.m.Usage.Source == UsageReported {
+	if o.est == nil || !o.timed || o.m.Request.IncludeUsage || o.m.Usage.Source == UsageReported || len(s) > maxTokenizedDelta {
 		return EstimateTokens(bytesOf(s))
 	}
 	o.scratch = rawUnescape(o.scratch[:0], s)
