@@ -1,0 +1,314 @@
+package caddymodule
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tokentap/tokentap/internal/otlpsink"
+)
+
+// TestClientFaults: a client that leaves before the first byte or in the
+// middle of a stream costs nothing but its own exchange: the upstream
+// request is cancelled, the span says client_abort, and no goroutine is
+// left behind.
+func TestClientFaults(t *testing.T) {
+	faultsExportEnv(t, "http://"+faultsOTLPAddr)
+	sink := startFaultsSink(t)
+	t.Cleanup(sink.Close)
+	up := startFaultsUpstream(t)
+	startFaultsCaddy(t, `
+http://`+faultsProxyAddr+` {
+	bind 127.0.0.1
+	handle_path /up/* {
+		tokentap
+		reverse_proxy `+faultsUpstreamAddr+`
+	}
+}
+`)
+	tests := []struct {
+		name string
+		// events is how many events the client reads before it leaves
+		// (0: it leaves before the first byte).
+		events int
+	}{
+		{"abort before the first byte", 0},
+		{"abort mid-stream", 3},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := fmt.Sprintf("/client%d", i)
+			upstreamSaw := make(chan string, 1)
+			up.handle(path, func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if tt.events == 0 {
+					// Think for a long time before answering.
+					select {
+					case <-r.Context().Done():
+						upstreamSaw <- "cancelled"
+					case <-time.After(20 * time.Second):
+						upstreamSaw <- "never cancelled"
+					}
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				for n := 0; n < 2000; n++ {
+					if !writeFlushed(w, chatEvent("gpt-faults", " word"), 1<<10) {
+						upstreamSaw <- "write failed"
+						return
+					}
+					select {
+					case <-r.Context().Done():
+						upstreamSaw <- "cancelled"
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				upstreamSaw <- "never cancelled"
+			})
+			client := faultsClient()
+			warm(t, client, up)
+			client.CloseIdleConnections()
+			runtime.GC()
+			time.Sleep(100 * time.Millisecond)
+			baseline := runtime.NumGoroutine()
+
+			// Each exchange repeated, so that a goroutine left behind
+			// per exchange would stand out from the noise.
+			var a map[string]any
+			for round := 0; round < clientFaultRounds; round++ {
+				a = abortOnce(t, client, sink, path, tt.events, upstreamSaw)
+			}
+			client.CloseIdleConnections()
+			n := goroutinesSettle(t, baseline, 4, 10*time.Second)
+			t.Logf("%d exchanges, each: upstream request cancelled, span outcome %v, output tokens %v (%v), status %v; goroutines %d after, baseline %d",
+				clientFaultRounds, a["tokentap.outcome"], a["gen_ai.usage.output_tokens"], a["tokentap.usage.source"], a["http.response.status_code"], n, baseline)
+		})
+	}
+}
+
+// clientFaultRounds is how many times each client fault is repeated.
+const clientFaultRounds = 10
+
+// abortOnce makes one request that the client abandons after reading events
+// events (0: before the first byte), checks that the upstream's request was
+// cancelled and what the span says, and returns the span's attributes.
+func abortOnce(t *testing.T, client *http.Client, sink *otlpsink.Sink, path string, events int, upstreamSaw chan string) map[string]any {
+	t.Helper()
+	tc := newTraceContext(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", faultsProxyURL+"/up"+path,
+		strings.NewReader(`{"model":"gpt-faults","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("traceparent", tc.header)
+	var readErr error
+	if events == 0 {
+		time.AfterFunc(300*time.Millisecond, cancel)
+		_, readErr = client.Do(req)
+	} else {
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		for n := 0; n < events; {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line == "\n" {
+				n++
+			}
+		}
+		cancel()
+		_, readErr = io.Copy(io.Discard, br)
+		resp.Body.Close()
+	}
+	if !errors.Is(readErr, context.Canceled) {
+		t.Errorf("client error %v, want its own cancellation", readErr)
+	}
+	select {
+	case saw := <-upstreamSaw:
+		if saw != "cancelled" && saw != "write failed" {
+			t.Errorf("upstream: %s, want its request cancelled", saw)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the upstream request was never cancelled")
+	}
+	a := waitSpan(t, sink, tc, 10*time.Second).Attributes
+	if a["tokentap.outcome"] != "client_abort" {
+		t.Errorf("outcome %v, want client_abort", a["tokentap.outcome"])
+	}
+	if et, ok := a["error.type"]; ok {
+		t.Errorf("error.type %v: a client leaving is not an upstream error", et)
+	}
+	out, _ := a["gen_ai.usage.output_tokens"].(int64)
+	if events > 0 && out < int64(events) {
+		t.Errorf("output tokens %v, want at least the %d the client read", a["gen_ai.usage.output_tokens"], events)
+	}
+	return a
+}
+
+// warm makes one quick exchange through the proxy and the upstream, so
+// that the proxy's connection to the upstream exists before a goroutine
+// baseline is taken.
+func warm(t *testing.T, client *http.Client, up *faultsUpstream) {
+	t.Helper()
+	up.handle("/warm", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(chatStream("gpt-warm", 3))
+	})
+	resp, err := client.Post(faultsProxyURL+"/up/warm", "application/json", strings.NewReader(`{"model":"gpt-warm","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
+// slowReaderTotal is what the upstream sends to the slow reader: far more
+// than the kernel's socket buffers on both sides can hold, so the only way
+// for the upstream to get ahead of the client would be tokentap buffering.
+const slowReaderTotal = 64 << 20
+
+// TestSlowReader: a client that reads slowly holds the upstream back
+// instead of making tokentap buffer the difference. While the client
+// crawls, the upstream stalls far short of the whole body and the
+// process's heap stays flat; then the client reads the rest at full speed
+// and gets every byte.
+func TestSlowReader(t *testing.T) {
+	faultsExportEnv(t, "http://"+faultsOTLPAddr)
+	sink := startFaultsSink(t)
+	t.Cleanup(sink.Close)
+	up := startFaultsUpstream(t)
+	startFaultsCaddy(t, `
+http://`+faultsProxyAddr+` {
+	bind 127.0.0.1
+	handle_path /up/* {
+		tokentap
+		reverse_proxy `+faultsUpstreamAddr+`
+	}
+}
+`)
+	var written atomic.Int64
+	sent := make(chan [32]byte, 1)
+	up.handle("/firehose", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		h := sha256.New()
+		// Events of about 1 KiB, different from each other, written in
+		// 64 KiB pieces as fast as the connection takes them.
+		var piece []byte
+		for n := 0; written.Load() < slowReaderTotal; n++ {
+			piece = append(piece, chatEvent("gpt-firehose", fmt.Sprintf(" %d%s", n, strings.Repeat("x", 900)))...)
+			if len(piece) < 64<<10 {
+				continue
+			}
+			h.Write(piece)
+			if !writeFlushed(w, piece, len(piece)) {
+				return
+			}
+			written.Add(int64(len(piece)))
+			piece = piece[:0]
+		}
+		tail := []byte(chatTail("gpt-firehose", 0))
+		h.Write(tail)
+		if writeFlushed(w, tail, len(tail)) {
+			written.Add(int64(len(tail)))
+		}
+		var sum [32]byte
+		copy(sum[:], h.Sum(nil))
+		sent <- sum
+	})
+
+	client := faultsClient()
+	defer client.CloseIdleConnections()
+	// One exchange first, without usage, so that what the first one
+	// loads for good (the tokenizer's vocabulary, some 4 MiB) is in the
+	// baseline.
+	warm(t, client, up)
+
+	tc := newTraceContext(t)
+	// The stream reports its usage, as the request asks, so no tokenizer
+	// runs over the 64 MiB of text: this test is about buffering.
+	req, _ := http.NewRequest("POST", faultsProxyURL+"/up/firehose",
+		strings.NewReader(`{"model":"gpt-firehose","stream":true,"stream_options":{"include_usage":true}}`))
+	req.Header.Set("traceparent", tc.header)
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	heapBase := m.HeapAlloc
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	h := sha256.New()
+	var read int64
+	buf := make([]byte, 16<<10)
+	// Crawl: 16 KiB every 10 ms (1.6 MB/s) for 3 s.
+	var maxAhead int64
+	var heapMax uint64
+	crawlEnd := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(crawlEnd); i++ {
+		n, err := io.ReadFull(resp.Body, buf)
+		h.Write(buf[:n])
+		read += int64(n)
+		if err != nil {
+			t.Fatalf("slow read: %v after %d bytes", err, read)
+		}
+		maxAhead = max(maxAhead, written.Load()-read)
+		if i%20 == 0 {
+			runtime.GC()
+			runtime.ReadMemStats(&m)
+			heapMax = max(heapMax, m.HeapAlloc)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stalledAt := written.Load()
+	// The live heap once the upstream has stalled: what is held for the
+	// slow client, without the upstream's own garbage from producing.
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	heapStalled := m.HeapAlloc
+	// Then read the rest at full speed.
+	n, err := io.CopyBuffer(h, resp.Body, buf)
+	read += n
+	if err != nil {
+		t.Fatalf("fast read: %v", err)
+	}
+	var want [32]byte
+	select {
+	case want = <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream never finished")
+	}
+	if got := h.Sum(nil); string(got) != string(want[:]) || read != written.Load() {
+		t.Errorf("client read %d bytes (sha256 %x), upstream sent %d (sha256 %x)", read, got[:6], written.Load(), want[:6])
+	}
+	// However the kernel sizes the loopback buffers, they hold a few
+	// megabytes per socket, not a hundred.
+	if stalledAt >= slowReaderTotal/2 {
+		t.Errorf("the upstream got %d MiB out while the client had read %d MiB: something buffered without bound", stalledAt>>20, (read-n)>>20)
+	}
+	if grew := int64(heapStalled) - int64(heapBase); grew > 4<<20 {
+		t.Errorf("the live heap grew by %d KiB while the client crawled", grew>>10)
+	}
+	span := waitSpan(t, sink, tc, 10*time.Second)
+	if span.Attributes["tokentap.outcome"] != "completed" {
+		t.Errorf("outcome %v", span.Attributes["tokentap.outcome"])
+	}
+	t.Logf("crawling at 1.6 MB/s for 3 s, the client read %d MiB while the upstream had sent %d MiB (at most %d MiB ahead, in the kernel's socket buffers); "+
+		"live heap %d KiB before, %d KiB with the upstream stalled (%d KiB at most while it produced); then %d MiB at full speed, sha256 %x identical; span outcome %v, %v chunks",
+		(read-n)>>20, stalledAt>>20, maxAhead>>20, heapBase>>10, heapStalled>>10, heapMax>>10, n>>20, want[:6], span.Attributes["tokentap.outcome"], span.Attributes["tokentap.chunks"])
+}

@@ -1,0 +1,184 @@
+package caddymodule
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// reloadSite has two tokentap handlers in front of the simulator, so the
+// shared providers have two holders per config; STALL changes with every
+// reload so that each load is a new config.
+const reloadSite = `
+http://` + faultsProxyAddr + ` {
+	bind 127.0.0.1
+	handle_path /sim/* {
+		tokentap {
+			stall_threshold STALL
+		}
+		reverse_proxy ` + faultsSimAddr + `
+	}
+	handle_path /sim2/* {
+		tokentap {
+			max_event_size 2MiB
+		}
+		reverse_proxy ` + faultsSimAddr + `
+	}
+}
+
+http://` + faultsSimAddr + ` {
+	bind 127.0.0.1
+	tokentap_simulator {
+		time_to_first_token 50ms
+		tokens_per_second 12
+		output_tokens 72
+	}
+}
+`
+
+// reloads is how many times TestReloadsUnderStreams reloads the config.
+const reloads = 50
+
+// TestReloadsUnderStreams reloads the config 50 times through the admin
+// API (POST /load) while streams run, some started before the first reload
+// and some between reloads: every stream arrives byte for byte as the
+// simulator sends it and its span is exported, and afterwards the shared
+// TracerProvider and MeterProvider are held by exactly the running config's
+// two handlers and the goroutines are back to their baseline.
+func TestReloadsUnderStreams(t *testing.T) {
+	faultsExportEnv(t, "http://"+faultsOTLPAddr)
+	sink := startFaultsSink(t)
+	t.Cleanup(sink.Close)
+	site := func(i int) string { return strings.ReplaceAll(reloadSite, "STALL", fmt.Sprintf("%dms", 1000+i)) }
+	// Streams must outlive reloads: the old servers wait for them.
+	fc := startFaultsCaddyGrace(t, site(0), "60s")
+
+	client := faultsClient()
+	defer client.CloseIdleConnections()
+	body := func(i int) string {
+		return fmt.Sprintf(`{"model":"reload-%d","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"reload %d"}]}`, i, i)
+	}
+	get := func(url, body string, tc *traceContext) ([]byte, error) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if tc != nil {
+			req.Header.Set("traceparent", tc.header)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return nil, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return io.ReadAll(resp.Body)
+	}
+	if _, err := get(faultsProxyURL+"/sim/v1/chat/completions", body(-1), nil); err != nil {
+		t.Fatal(err)
+	}
+	client.CloseIdleConnections()
+	time.Sleep(200 * time.Millisecond)
+	baseline := runtime.NumGoroutine()
+
+	type stream struct {
+		i    int
+		path string
+		tc   traceContext
+		got  []byte
+		err  error
+	}
+	var (
+		mu      sync.Mutex
+		streams []*stream
+		wg      sync.WaitGroup
+	)
+	start := func(i int) {
+		s := &stream{i: i, path: []string{"/sim", "/sim2"}[i%2], tc: newTraceContext(t)}
+		mu.Lock()
+		streams = append(streams, s)
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.got, s.err = get(faultsProxyURL+s.path+"/v1/chat/completions", body(i), &s.tc)
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		start(i)
+	}
+	time.Sleep(200 * time.Millisecond)
+	began := time.Now()
+	admin := &http.Client{Timeout: 30 * time.Second}
+	for r := 1; r <= reloads; r++ {
+		resp, err := admin.Post("http://"+faultsAdminAddr+"/load", "text/caddyfile", strings.NewReader(fc.config(site(r))))
+		if err != nil {
+			t.Fatalf("reload %d: %v", r, err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("reload %d: %d %s", r, resp.StatusCode, msg)
+		}
+		if r%5 == 0 {
+			start(7 + r/5)
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+	reloadTime := time.Since(began)
+	wg.Wait()
+
+	// What the simulator sends for each request, fetched all at once.
+	wants := make([][]byte, len(streams))
+	wantErrs := make([]error, len(streams))
+	var fetches sync.WaitGroup
+	for k, s := range streams {
+		fetches.Go(func() { wants[k], wantErrs[k] = get(faultsSimURL+"/v1/chat/completions", body(s.i), nil) })
+	}
+	fetches.Wait()
+	for k, s := range streams {
+		if s.err != nil {
+			t.Errorf("stream %d: %v", s.i, s.err)
+			continue
+		}
+		want, err := wants[k], wantErrs[k]
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(s.got, want) {
+			t.Errorf("stream %d: %d bytes (sha256 %x), the simulator sends %d (sha256 %x)", s.i, len(s.got), sha256Of(s.got)[:6], len(want), sha256Of(want)[:6])
+		}
+		a := waitSpan(t, sink, s.tc, 15*time.Second).Attributes
+		if a["tokentap.outcome"] != "completed" || a["gen_ai.usage.output_tokens"] != int64(72) {
+			t.Errorf("stream %d: span outcome %v, output tokens %v", s.i, a["tokentap.outcome"], a["gen_ai.usage.output_tokens"])
+		}
+	}
+
+	// The running config's two handlers hold each provider; every
+	// earlier config's handlers have let go.
+	client.CloseIdleConnections()
+	var traceRefs, meterRefs, n int
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		traceRefs, meterRefs = providerRefs()
+		n = runtime.NumGoroutine()
+		if traceRefs == 2 && meterRefs == 2 && n <= baseline+4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 4<<20)
+			t.Fatalf("after %d reloads: %d TracerProvider and %d MeterProvider references (want 2 each), %d goroutines (baseline %d)\n%s",
+				reloads, traceRefs, meterRefs, n, baseline, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d reloads in %v under %d streams (%v each): every stream identical to the simulator's and its span exported; "+
+		"providers held by %d and %d handlers; goroutines %d, baseline %d",
+		reloads, reloadTime.Round(time.Millisecond), len(streams), 72/12*time.Second, traceRefs, meterRefs, n, baseline)
+}

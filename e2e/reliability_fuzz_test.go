@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tokentap/tokentap/meter"
+)
+
+// fuzzTarget is one fuzz target and what it covers: the dialects it feeds
+// and the decoder or reader it exercises. docs/RELIABILITY.md lists the
+// same table.
+type fuzzTarget struct {
+	pkg, name string
+	dialects  []string
+	decoder   string
+}
+
+var fuzzTargets = []fuzzTarget{
+	{pkg: "sse", name: "FuzzDecoder", decoder: "text/event-stream"},
+	{pkg: "ndjson", name: "FuzzDecoder", decoder: "newline-delimited JSON"},
+	{pkg: "jsonarray", name: "FuzzDecoder", decoder: "streamed JSON array"},
+	{pkg: "eventstream", name: "FuzzDecoder", decoder: "AWS event stream"},
+	{pkg: "meter", name: "FuzzJSONRaw", decoder: "the dialects' raw JSON reader"},
+	{pkg: "meter", name: "FuzzDecompressingTap", decoder: "gzip, deflate, br, zstd side copy"},
+	{pkg: "meter", name: "FuzzOpenAIChat", dialects: []string{"openai_chat"}},
+	{pkg: "meter", name: "FuzzOpenAIResponses", dialects: []string{"openai_responses"}},
+	{pkg: "meter", name: "FuzzAnthropicMessages", dialects: []string{"anthropic_messages"}},
+	{pkg: "meter", name: "FuzzGemini", dialects: []string{"gemini"}},
+	{pkg: "meter", name: "FuzzOllama", dialects: []string{"ollama"}},
+	{pkg: "meter", name: "FuzzCohere", dialects: []string{"cohere_chat"}},
+	{pkg: "meter", name: "FuzzTGI", dialects: []string{"tgi"}},
+	{pkg: "meter", name: "FuzzBedrock", dialects: []string{"bedrock_converse", "bedrock_invoke"}},
+	{pkg: "simulator", name: "FuzzPlanTarget", decoder: "the simulator's request planning"},
+	{pkg: "meter", name: "FuzzTextSink", decoder: "the streamed text handed to capture_content, every dialect"},
+	{pkg: "capture", name: "FuzzInput", decoder: "capture_content's reading of request bodies, every dialect"},
+}
+
+// TestFuzzCoverage: every registered dialect and every streaming decoder
+// has a fuzz target, and every fuzz target in the repository is in the
+// table above (and so in docs/RELIABILITY.md). With TOKENTAP_REQUIRE_E2E=1
+// (.ci/reliability) it also runs each target's committed seed corpus (f.Add
+// seeds from testdata fixtures, or testdata/fuzz files) and requires at
+// least a few inputs; that compiles every package's tests once more, which
+// `go test ./...` need not pay for. CI fuzzes each target for a bounded
+// time (.ci/run).
+func TestFuzzCoverage(t *testing.T) {
+	root := relRepoRoot(t)
+
+	covered := map[string]string{}
+	for _, ft := range fuzzTargets {
+		for _, d := range ft.dialects {
+			covered[d] = ft.pkg + "." + ft.name
+		}
+	}
+	for _, d := range meter.DialectNames() {
+		if covered[d] == "" {
+			t.Errorf("dialect %s has no fuzz target: add one to meter and to fuzzTargets", d)
+		}
+		delete(covered, d)
+	}
+	for d, ft := range covered {
+		t.Errorf("fuzzTargets names dialect %s (%s), which is not registered", d, ft)
+	}
+
+	// Every fuzz target and every Decoder type in the repository.
+	declared := map[string]bool{}
+	decoders := map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "tools" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		pkg, _ := filepath.Rel(root, filepath.Dir(path))
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if strings.HasSuffix(path, "_test.go") && decl.Recv == nil && strings.HasPrefix(decl.Name.Name, "Fuzz") {
+					declared[pkg+"."+decl.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.Name == "Decoder" && !strings.HasSuffix(path, "_test.go") {
+						decoders[pkg] = true
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, ft := range fuzzTargets {
+		listed[ft.pkg+"."+ft.name] = true
+		if !declared[ft.pkg+"."+ft.name] {
+			t.Errorf("fuzzTargets lists %s.%s, which does not exist", ft.pkg, ft.name)
+		}
+	}
+	for name := range declared {
+		if !listed[name] {
+			t.Errorf("fuzz target %s is not in fuzzTargets (nor, then, in docs/RELIABILITY.md)", name)
+		}
+	}
+	for pkg := range decoders {
+		if !listed[pkg+".FuzzDecoder"] {
+			t.Errorf("package %s has a Decoder and no FuzzDecoder", pkg)
+		}
+	}
+
+	if os.Getenv("TOKENTAP_REQUIRE_E2E") != "1" {
+		t.Log("set TOKENTAP_REQUIRE_E2E=1 to also run and count the seed corpora")
+		return
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to run the seed corpora: %v", err)
+	}
+	// Run each package's targets on their seed corpora and count the
+	// inputs each ran.
+	byPkg := map[string][]string{}
+	for _, ft := range fuzzTargets {
+		byPkg[ft.pkg] = append(byPkg[ft.pkg], ft.name)
+	}
+	pkgs := make([]string, 0, len(byPkg))
+	for p := range byPkg {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	seedLine := regexp.MustCompile(`^=== RUN   (Fuzz\w+)/`)
+	for _, pkg := range pkgs {
+		names := byPkg[pkg]
+		cmd := exec.Command(goTool, "test", "-count=1", "-v", "-run", "^("+strings.Join(names, "|")+")$", "./"+pkg)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("seed corpora of %s: %v\n%s", pkg, err, relLastLines(string(out), 30))
+			continue
+		}
+		seeds := map[string]int{}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if m := seedLine.FindStringSubmatch(sc.Text()); m != nil {
+				seeds[m[1]]++
+			}
+		}
+		for _, name := range names {
+			if seeds[name] < 3 {
+				t.Errorf("%s.%s ran %d seed inputs; commit a seed corpus (f.Add from testdata, or testdata/fuzz/%s)", pkg, name, seeds[name], name)
+			}
+			t.Logf("%s.%s: %d seed inputs", pkg, name, seeds[name])
+		}
+	}
+}
+
+// relRepoRoot is the repository root, one level up from this package.
+func relRepoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "list", "-m").Output(); err != nil || !slices.Contains(strings.Fields(string(out)), "github.com/tokentap/tokentap") {
+		t.Fatalf("%s is not the tokentap module (go list -m: %q, %v)", root, out, err)
+	}
+	return root
+}

@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The reliability tests (TestReliability*) run the built tokentap binary
+// twice: once as the measuring proxy and once, as a separate process, as the
+// simulator it proxies to, so that the proxy's memory and goroutines are
+// its own. They read the proxy's state from the outside, as an operator
+// would: goroutines from Caddy's admin /debug/pprof, the span export's
+// losses from /debug/vars, memory from /proc. Their addresses are their
+// own, on loopback: HTTP 9410-9429, admin 2401-2404, OTLP 4401-4402.
+
+// relBinary is the tokentap binary under test: TOKENTAP_BINARY, or a skip
+// (a failure under TOKENTAP_REQUIRE_E2E=1, as .ci/reliability sets).
+func relBinary(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("TOKENTAP_BINARY")
+	if path == "" {
+		msg := "TOKENTAP_BINARY is not set; build it with `go build -o /tmp/tokentap ./cmd/tokentap` and set TOKENTAP_BINARY to its path (or run .ci/reliability)"
+		if os.Getenv("TOKENTAP_REQUIRE_E2E") == "1" {
+			t.Fatal("TOKENTAP_REQUIRE_E2E=1: " + msg)
+		}
+		t.Skip(msg)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		t.Fatalf("TOKENTAP_BINARY=%s is not an executable file (stat error: %v)", path, err)
+	}
+	return abs
+}
+
+// relProcess is a running tokentap binary.
+type relProcess struct {
+	name    string
+	admin   string // host:port of its admin API
+	cmd     *exec.Cmd
+	out     *relBuffer
+	exited  chan struct{}
+	waitErr error
+}
+
+// startRel writes caddyfile to a temporary directory and runs the binary on
+// it with env added to a clean environment (no OTEL_* of the caller's). It
+// waits until every URL in ready answers, and stops the process at the end
+// of the test, logging its output if the test failed.
+func startRel(t *testing.T, name, admin, caddyfile string, env []string, ready ...string) *relProcess {
+	t.Helper()
+	bin := relBinary(t)
+	for _, u := range append(ready, "http://"+admin+"/config/") {
+		relRequireFree(t, u)
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(config, []byte(caddyfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &relProcess{name: name, admin: admin, out: &relBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, "run", "--config", config, "--adapter", "caddyfile")
+	p.cmd.Dir = dir
+	p.cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OTEL_") }),
+		append(env,
+			"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+			"XDG_DATA_HOME="+filepath.Join(dir, "data"))...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.WaitDelay = 10 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Error(err)
+		}
+		// A binary built with -race (as .ci/reliability builds one)
+		// reports data races on its output and carries on.
+		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
+			t.Errorf("%s reported a data race:\n%s", name, p.out.String())
+		}
+		if t.Failed() {
+			t.Logf("%s output (last lines):\n%s", name, relLastLines(p.out.String(), 40))
+		}
+	})
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, u := range append(ready, "http://"+admin+"/config/") {
+		for {
+			resp, err := client.Get(u)
+			if err == nil {
+				resp.Body.Close()
+				break
+			}
+			select {
+			case <-p.exited:
+				t.Fatalf("%s exited during startup (%v); output:\n%s", name, p.waitErr, p.out.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s did not answer: %v", name, u, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return p
+}
+
+// relRequireFree fails if something already answers at the URL's address:
+// the test would talk to it instead of the process it starts (Caddy
+// listens with SO_REUSEPORT, so a second one would even share the port).
+func relRequireFree(t *testing.T, u string) {
+	t.Helper()
+	host := strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")
+	if i := strings.IndexByte(host, '/'); i >= 0 {
+		host = host[:i]
+	}
+	if c, err := net.DialTimeout("tcp", host, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("%s is already in use: another test or tokentap is running there", host)
+	}
+}
+
+// stop interrupts the process (Caddy shuts down gracefully and tokentap
+// flushes its spans) and kills it if it does not exit in time.
+func (p *relProcess) stop() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s exited before the test ended: %v", p.name, p.waitErr)
+	default:
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(20 * time.Second):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	return fmt.Errorf("%s did not exit within 20 s of SIGINT and was killed", p.name)
+}
+
+// goroutines is the process's goroutine count, from Caddy's admin pprof.
+func (p *relProcess) goroutines(t *testing.T) int {
+	t.Helper()
+	body := p.adminGet(t, "/debug/pprof/goroutine?debug=1")
+	line, _, _ := strings.Cut(body, "\n")
+	n, err := strconv.Atoi(strings.TrimPrefix(line, "goroutine profile: total "))
+	if err != nil {
+		t.Fatalf("goroutine profile starts %q", line)
+	}
+	return n
+}
+
+// goroutinesIn counts the goroutines whose stack has frame in it, from the
+// full dump.
+func (p *relProcess) goroutinesIn(t *testing.T, frame string) int {
+	t.Helper()
+	n := 0
+	for _, g := range strings.Split(p.adminGet(t, "/debug/pprof/goroutine?debug=2"), "\n\n") {
+		if strings.Contains(g, frame) {
+			n++
+		}
+	}
+	return n
+}
+
+// spanExport is the process's span export counts, from /debug/vars.
+type relSpanExport struct {
+	Queued, Exported, Dropped, Failed int64
+}
+
+func (p *relProcess) spanExport(t *testing.T) relSpanExport {
+	t.Helper()
+	var vars struct {
+		Export *relSpanExport `json:"tokentap_span_export"`
+	}
+	if err := json.Unmarshal([]byte(p.adminGet(t, "/debug/vars")), &vars); err != nil || vars.Export == nil {
+		t.Fatalf("/debug/vars has no tokentap_span_export: %v", err)
+	}
+	return *vars.Export
+}
+
+func (p *relProcess) adminGet(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + p.admin + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// rss reads the process's resident set size and its peak (VmRSS, VmHWM)
+// in bytes.
+func (p *relProcess) rss(t *testing.T) (now, peak int64) {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			now = kb << 10
+		case "VmHWM":
+			peak = kb << 10
+		}
+	}
+	return now, peak
+}
+
+// relTrace is a W3C traceparent: tokentap continues the trace a request
+// carries, so a request's span is the one with its trace id.
+type relTrace struct{ id, header string }
+
+func newRelTrace(t *testing.T) relTrace {
+	t.Helper()
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	id := hex.EncodeToString(b[:16])
+	return relTrace{id: id, header: "00-" + id + "-" + hex.EncodeToString(b[16:]) + "-01"}
+}
+
+// relBuffer collects a process's output.
+type relBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *relBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *relBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func relLastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// relSimulatorCaddyfile runs only the simulator, on addr, with its admin
+// API on admin: the load and reload tests' upstream, in its own process.
+func relSimulatorCaddyfile(admin, addr, profile string) string {
+	return `{
+	admin ` + admin + `
+	persist_config off
+}
+
+http://` + addr + ` {
+	bind 127.0.0.1
+	tokentap_simulator {
+` + profile + `
+	}
+}
+`
+}
+
+// relFetchAll POSTs each body to url, all at once, and returns what came
+// back: the simulator's deterministic answers to compare with.
+func relFetchAll(t *testing.T, client *http.Client, url string, bodies []string) [][]byte {
+	t.Helper()
+	out := make([][]byte, len(bodies))
+	errs := make([]error, len(bodies))
+	var wg sync.WaitGroup
+	for i, b := range bodies {
+		wg.Go(func() {
+			resp, err := client.Post(url, "application/json", strings.NewReader(b))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			out[i], errs[i] = io.ReadAll(resp.Body)
+			if errs[i] == nil && resp.StatusCode != 200 {
+				errs[i] = fmt.Errorf("status %d: %s", resp.StatusCode, out[i])
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("%s, body %d: %v", url, i, err)
+		}
+	}
+	return out
+}
