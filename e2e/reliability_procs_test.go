@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -56,7 +55,7 @@ type relProcess struct {
 	name    string
 	admin   string // host:port of its admin API
 	cmd     *exec.Cmd
-	out     *relBuffer
+	out     *syncBuffer
 	exited  chan struct{}
 	waitErr error
 }
@@ -76,7 +75,7 @@ func startRel(t *testing.T, name, admin, caddyfile string, env []string, ready .
 	if err := os.WriteFile(config, []byte(caddyfile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &relProcess{name: name, admin: admin, out: &relBuffer{}, exited: make(chan struct{})}
+	p := &relProcess{name: name, admin: admin, out: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, "run", "--config", config, "--adapter", "caddyfile")
 	p.cmd.Dir = dir
 	p.cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OTEL_") }),
@@ -255,24 +254,6 @@ func newRelTrace(t *testing.T) relTrace {
 	}
 	id := hex.EncodeToString(b[:16])
 	return relTrace{id: id, header: "00-" + id + "-" + hex.EncodeToString(b[16:]) + "-01"}
-}
-
-// relBuffer collects a process's output.
-type relBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *relBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *relBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func relLastLines(s string, n int) string {
