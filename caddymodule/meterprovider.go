@@ -289,19 +289,7 @@ func (h *Handler) provisionMetrics(ctx caddy.Context) (func(), error) {
 
 // metricExporterNames reads OTEL_METRICS_EXPORTER: a comma-separated list
 // of otlp, console, prometheus and none, defaulting to otlp.
-func metricExporterNames() []string {
-	v := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER"))
-	if v == "" {
-		return []string{"otlp"}
-	}
-	var names []string
-	for _, n := range strings.Split(v, ",") {
-		if n = strings.ToLower(strings.TrimSpace(n)); n != "" {
-			names = append(names, n)
-		}
-	}
-	return names
-}
+func metricExporterNames() []string { return exporterList("OTEL_METRICS_EXPORTER") }
 
 // newMetricReader builds the push reader of one exporter name; nil for
 // the names that push nothing.

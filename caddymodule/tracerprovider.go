@@ -145,8 +145,13 @@ func newTracerProvider(ctx context.Context, logger *zap.Logger) (trace.TracerPro
 
 // exporterNames reads OTEL_TRACES_EXPORTER: a comma-separated list of otlp,
 // console and none, defaulting to otlp.
-func exporterNames() []string {
-	v := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))
+func exporterNames() []string { return exporterList("OTEL_TRACES_EXPORTER") }
+
+// exporterList reads an OTEL_*_EXPORTER variable: a comma-separated list of
+// exporter names, case-insensitive, defaulting to otlp as the specification
+// says.
+func exporterList(variable string) []string {
+	v := strings.TrimSpace(os.Getenv(variable))
 	if v == "" {
 		return []string{"otlp"}
 	}
