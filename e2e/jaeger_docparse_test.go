@@ -122,7 +122,20 @@ func TestReadSection(t *testing.T) {
 			}
 		})
 	}
-	if url, ok := (docBlock{directive: "background until http://localhost:1/"}).background(); !ok || url != "http://localhost:1/" {
-		t.Errorf("background() = %q, %v", url, ok)
+	backgrounds := []struct {
+		name, directive, until string
+		printed, ok            bool
+	}{
+		{"a URL", "background until http://localhost:1/", "http://localhost:1/", false, true},
+		{"printed text", "background until printed run.sh: ready", "run.sh: ready", true, true},
+		{"not a background block", "retry", "", false, false},
+	}
+	for _, tt := range backgrounds {
+		t.Run("background/"+tt.name, func(t *testing.T) {
+			until, printed, ok := (docBlock{directive: tt.directive}).background()
+			if until != tt.until || printed != tt.printed || ok != tt.ok {
+				t.Errorf("background() of %q = %q, %v, %v; want %q, %v, %v", tt.directive, until, printed, ok, tt.until, tt.printed, tt.ok)
+			}
+		})
 	}
 }

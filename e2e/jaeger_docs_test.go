@@ -36,6 +36,11 @@ import (
 //	                                     the user starts in a terminal of its
 //	                                     own); the next block waits until
 //	                                     `curl -sf URL` succeeds
+//	<!-- e2e: background until printed TEXT -->
+//	                                     the same, but the next block waits
+//	                                     until the output holds TEXT (a
+//	                                     script that says when it is ready,
+//	                                     as the reader is told to wait for)
 //	<!-- e2e: retry -->                  run again until it exits 0, for up
 //	                                     to jaegerTraceTimeout (a query for spans
 //	                                     still on their way)
@@ -66,9 +71,17 @@ type docBlock struct {
 	directive string // the e2e: comment before the fence, without "e2e:"
 }
 
-// background reports the URL a background block is ready at, if it is one.
-func (b docBlock) background() (url string, ok bool) {
-	return strings.CutPrefix(b.directive, "background until ")
+// background reports, for a background block, the URL it is ready at or,
+// when printed is true, the text it prints once ready.
+func (b docBlock) background() (until string, printed, ok bool) {
+	until, ok = strings.CutPrefix(b.directive, "background until ")
+	if !ok {
+		return "", false, false
+	}
+	if text, found := strings.CutPrefix(until, "printed "); found {
+		return text, true, true
+	}
+	return until, false, true
 }
 
 // docReadSection returns the code blocks of the markdown file between the
@@ -291,8 +304,8 @@ func (d *docRun) run(blocks []docBlock) [][]byte {
 			continue
 		}
 		ran++
-		if url, ok := b.background(); ok {
-			d.startBackground(where, b, url)
+		if until, printed, ok := b.background(); ok {
+			d.startBackground(where, b, until, printed)
 			continue
 		}
 		switch b.directive {
@@ -349,7 +362,7 @@ func (d *docRun) retry(where string, b docBlock, want *docBlock) []byte {
 	}
 }
 
-func (d *docRun) startBackground(where string, b docBlock, url string) {
+func (d *docRun) startBackground(where string, b docBlock, until string, printed bool) {
 	d.t.Helper()
 	bg := &backgroundBlock{block: b, cmd: d.command(nil, b.text), out: &syncBuffer{}, exited: make(chan struct{})}
 	bg.cmd.Stdout, bg.cmd.Stderr = bg.out, bg.out
@@ -362,21 +375,29 @@ func (d *docRun) startBackground(where string, b docBlock, url string) {
 	}()
 	d.bg = append(d.bg, bg)
 	deadline := time.Now().Add(docBackgroundTimeout)
-	for {
+	// ready says whether the block is ready, and what it waited for.
+	ready := func() (bool, string) {
+		if printed {
+			return strings.Contains(bg.out.String(), until), fmt.Sprintf("printed %q", until)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := d.command(ctx, "curl -sf -o /dev/null --max-time 2 "+docShellQuote(url)).Run()
-		cancel()
-		if err == nil {
-			d.t.Logf("%s: started; %s answers\n%s", where, url, b.text)
+		defer cancel()
+		err := d.command(ctx, "curl -sf -o /dev/null --max-time 2 "+docShellQuote(until)).Run()
+		return err == nil, until + " answered"
+	}
+	for {
+		ok, what := ready()
+		if ok {
+			d.t.Logf("%s: started; %s\n%s", where, what, b.text)
 			return
 		}
 		select {
 		case <-bg.exited:
-			d.t.Fatalf("%s: exited before %s answered\ncommand:\n%s\noutput:\n%s", where, url, b.text, bg.out.String())
+			d.t.Fatalf("%s: exited before it %s\ncommand:\n%s\noutput:\n%s", where, what, b.text, bg.out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			d.t.Fatalf("%s: %s did not answer within %v\ncommand:\n%s\noutput:\n%s", where, url, docBackgroundTimeout, b.text, bg.out.String())
+			d.t.Fatalf("%s: not %s within %v\ncommand:\n%s\noutput:\n%s", where, what, docBackgroundTimeout, b.text, bg.out.String())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
