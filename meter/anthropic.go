@@ -3,8 +3,6 @@ package meter
 import (
 	"bytes"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -35,11 +33,11 @@ func init() {
 // their sum: when a later message_delta repeats only some of the parts, the
 // sum still needs the others.
 type anthropicMessages struct {
-	input, cacheRead, cacheCreation int64
+	usage usageParts
 }
 
 func newAnthropicMessages() *anthropicMessages {
-	return &anthropicMessages{input: -1, cacheRead: -1, cacheCreation: -1}
+	return &anthropicMessages{usage: newUsageParts()}
 }
 
 // Name implements Dialect.
@@ -50,21 +48,7 @@ func (*anthropicMessages) Operation(string) string { return "chat" }
 
 // Request implements Dialect.
 func (*anthropicMessages) Request(r *Request, _ string, body []byte) {
-	if v := gjson.GetBytes(body, "model"); v.Type == gjson.String {
-		r.Model = v.Str
-	}
-	if v := gjson.GetBytes(body, "stream"); v.IsBool() {
-		r.Stream, r.HasStream = v.Bool(), true
-	}
-	if v := gjson.GetBytes(body, "max_tokens"); v.Type == gjson.Number {
-		r.MaxTokens, r.HasMaxTokens = v.Int(), true
-	}
-	if v := gjson.GetBytes(body, "temperature"); v.Type == gjson.Number {
-		r.Temperature, r.HasTemperature = v.Float(), true
-	}
-	if v := gjson.GetBytes(body, "top_p"); v.Type == gjson.Number {
-		r.TopP, r.HasTopP = v.Float(), true
-	}
+	readRequest(r, body, anthropicRequest)
 }
 
 // Event implements Dialect. The event's kind is the JSON "type", which
@@ -290,40 +274,14 @@ func anthropicContentTokens(o *Observer, content string) (tokens int64) {
 }
 
 // readUsage merges a usage object. Every field is cumulative, so each takes
-// its latest value; input is the sum of the three input parts, as semconv
-// requires. withOutput is false for message_start, whose output count is a
-// placeholder.
+// its latest value. withOutput is false for message_start, whose output
+// count is a placeholder.
 func (a *anthropicMessages) readUsage(o *Observer, u string, withOutput bool) {
-	out := unknownUsage
-	found := false
-	rawMembers(u, func(k, v string) bool {
-		n, ok := rawCount(v)
-		if !ok {
-			return true
-		}
-		switch k {
-		case "input_tokens":
-			a.input, found = n, true
-		case "cache_read_input_tokens":
-			a.cacheRead, found = n, true
-		case "cache_creation_input_tokens":
-			a.cacheCreation, found = n, true
-		case "output_tokens":
-			if withOutput {
-				out.OutputTokens, found = n, true
-			}
-		}
-		return true
-	})
-	if !found {
-		return
+	names := anthropicUsage
+	if !withOutput {
+		names.output = ""
 	}
-	if a.input >= 0 {
-		out.InputTokens = a.input + max(a.cacheRead, 0) + max(a.cacheCreation, 0)
-	}
-	out.CacheReadInputTokens = a.cacheRead
-	out.CacheCreationInputTokens = a.cacheCreation
-	o.Usage(out)
+	a.usage.read(o, u, names)
 }
 
 // Body implements Dialect: a whole Message, or an error object.

@@ -68,15 +68,15 @@ const (
 // says, and buffers for the base64-decoded model-native chunks and for the
 // base64 itself when its JSON string has escapes ("\/").
 type bedrock struct {
-	invoke                       bool
-	input, cacheRead, cacheWrite int64
-	native                       []byte
-	unescaped                    []byte
-	framer                       bedrockFramer
+	invoke    bool
+	usage     usageParts
+	native    []byte
+	unescaped []byte
+	framer    bedrockFramer
 }
 
 func newBedrock(invoke bool) *bedrock {
-	return &bedrock{invoke: invoke, input: -1, cacheRead: -1, cacheWrite: -1}
+	return &bedrock{invoke: invoke, usage: newUsageParts()}
 }
 
 // Name implements Dialect.
@@ -279,7 +279,7 @@ func (b *bedrock) readConverseMetadata(o *Observer, m string) {
 	rawMembers(m, func(k, v string) bool {
 		switch k {
 		case "usage":
-			b.readUsage(o, v, "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
+			b.readUsage(o, v, usageNames{input: "inputTokens", output: "outputTokens", cacheRead: "cacheReadInputTokens", cacheWrite: "cacheWriteInputTokens"})
 		case "metrics":
 			if l, ok := rawFloat(rawMember(v, "latencyMs")); ok {
 				o.ServerTiming("latency", l/1000)
@@ -292,39 +292,11 @@ func (b *bedrock) readConverseMetadata(o *Observer, m string) {
 // readUsage merges a usage object whose field names are given: the input
 // parts are kept, so the reported input is always the sum of the latest
 // value of each.
-func (b *bedrock) readUsage(o *Observer, u string, input, output, cacheRead, cacheWrite string) {
+func (b *bedrock) readUsage(o *Observer, u string, names usageNames) {
 	if rawKindOf(u) != kindObject {
 		return
 	}
-	out := unknownUsage
-	found := false
-	rawMembers(u, func(k, v string) bool {
-		n, ok := rawInt(v)
-		if !ok || n < 0 || k == "" {
-			return true
-		}
-		// An empty name is a field this object does not have.
-		switch k {
-		case input:
-			b.input, found = n, true
-		case cacheRead:
-			b.cacheRead, found = n, true
-		case cacheWrite:
-			b.cacheWrite, found = n, true
-		case output:
-			out.OutputTokens, found = n, true
-		}
-		return true
-	})
-	if !found {
-		return
-	}
-	if b.input >= 0 {
-		out.InputTokens = b.input + max(b.cacheRead, 0) + max(b.cacheWrite, 0)
-	}
-	out.CacheReadInputTokens = b.cacheRead
-	out.CacheCreationInputTokens = b.cacheWrite
-	o.Usage(out)
+	b.usage.read(o, u, names)
 }
 
 // readChunk reads an InvokeModelWithResponseStream chunk: its "bytes" is the
@@ -437,7 +409,7 @@ func (b *bedrock) readNative(o *Observer, s string) {
 					o.Model(m)
 				}
 			case "usage":
-				b.readUsage(o, v, "input_tokens", "", "cache_read_input_tokens", "cache_creation_input_tokens")
+				b.readUsage(o, v, usageNames{input: anthropicUsage.input, cacheRead: anthropicUsage.cacheRead, cacheWrite: anthropicUsage.cacheWrite})
 			}
 			return true
 		})
@@ -447,7 +419,7 @@ func (b *bedrock) readNative(o *Observer, s string) {
 			o.FinishReason(0, r)
 		}
 		// Cumulative, like all of Anthropic's usage: the last value wins.
-		b.readUsage(o, usage, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+		b.readUsage(o, usage, anthropicUsage)
 	case `"message_stop"`:
 		o.Done()
 	case `"error"`:
@@ -499,7 +471,7 @@ func bedrockAnthropicDelta(o *Observer, d, index string) {
 // cache counts, as Anthropic's input_tokens does. Latencies are in ms:
 // firstByteLatency is Bedrock's own time to first token.
 func (b *bedrock) readInvocationMetrics(o *Observer, m string) {
-	b.readUsage(o, m, "inputTokenCount", "outputTokenCount", "cacheReadInputTokenCount", "cacheWriteInputTokenCount")
+	b.readUsage(o, m, usageNames{input: "inputTokenCount", output: "outputTokenCount", cacheRead: "cacheReadInputTokenCount", cacheWrite: "cacheWriteInputTokenCount"})
 	rawMembers(m, func(k, v string) bool {
 		f, ok := rawFloat(v)
 		if !ok {
@@ -611,7 +583,7 @@ func (b *bedrock) readAnthropicBody(o *Observer, root gjson.Result) {
 				o.FinishReason(0, bytesOf(v.Str))
 			}
 		case "usage":
-			b.readUsage(o, v.Raw, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+			b.readUsage(o, v.Raw, anthropicUsage)
 		case "content":
 			item := 0
 			v.ForEach(func(_, block gjson.Result) bool {
@@ -643,7 +615,7 @@ func (b *bedrock) readAnthropicBody(o *Observer, root gjson.Result) {
 
 // readLlamaBody reads a whole Llama response, whose counts are totals.
 func (b *bedrock) readLlamaBody(o *Observer, root gjson.Result) {
-	b.readUsage(o, root.Raw, "prompt_token_count", "generation_token_count", "", "")
+	b.readUsage(o, root.Raw, usageNames{input: "prompt_token_count", output: "generation_token_count"})
 	if r := root.Get("stop_reason"); r.Type == gjson.String {
 		o.FinishReason(0, bytesOf(r.Str))
 	}

@@ -3,8 +3,6 @@ package meter
 import (
 	"bytes"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -30,21 +28,7 @@ func (cohereChat) Operation(string) string { return "chat" }
 // Request reads Cohere's parameters; its nucleus-sampling parameter is p,
 // not top_p.
 func (cohereChat) Request(r *Request, _ string, body []byte) {
-	if v := gjson.GetBytes(body, "model"); v.Type == gjson.String {
-		r.Model = v.Str
-	}
-	if v := gjson.GetBytes(body, "stream"); v.IsBool() {
-		r.Stream, r.HasStream = v.Bool(), true
-	}
-	if v := gjson.GetBytes(body, "max_tokens"); v.Type == gjson.Number {
-		r.MaxTokens, r.HasMaxTokens = v.Int(), true
-	}
-	if v := gjson.GetBytes(body, "temperature"); v.Type == gjson.Number {
-		r.Temperature, r.HasTemperature = v.Float(), true
-	}
-	if v := gjson.GetBytes(body, "p"); v.Type == gjson.Number {
-		r.TopP, r.HasTopP = v.Float(), true
-	}
+	readRequest(r, body, cohereRequest)
 }
 
 // Event reads one event with the raw reader of jsonraw.go: text deltas and

@@ -41,25 +41,7 @@ func (openAIChat) Operation(path string) string {
 }
 
 func (openAIChat) Request(r *Request, _ string, body []byte) {
-	if v := gjson.GetBytes(body, "model"); v.Type == gjson.String {
-		r.Model = v.Str
-	}
-	if v := gjson.GetBytes(body, "stream"); v.IsBool() {
-		r.Stream, r.HasStream = v.Bool(), true
-	}
-	// max_completion_tokens replaced max_tokens for reasoning models; a
-	// client sends one or the other.
-	if v := gjson.GetBytes(body, "max_completion_tokens"); v.Type == gjson.Number {
-		r.MaxTokens, r.HasMaxTokens = v.Int(), true
-	} else if v := gjson.GetBytes(body, "max_tokens"); v.Type == gjson.Number {
-		r.MaxTokens, r.HasMaxTokens = v.Int(), true
-	}
-	if v := gjson.GetBytes(body, "temperature"); v.Type == gjson.Number {
-		r.Temperature, r.HasTemperature = v.Float(), true
-	}
-	if v := gjson.GetBytes(body, "top_p"); v.Type == gjson.Number {
-		r.TopP, r.HasTopP = v.Float(), true
-	}
+	readRequest(r, body, openAIChatRequest)
 	r.IncludeUsage = gjson.GetBytes(body, "stream_options.include_usage").Bool()
 }
 

@@ -3,8 +3,6 @@ package meter
 import (
 	"bytes"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -42,21 +40,7 @@ func (openAIResponses) Operation(string) string { return "chat" }
 
 // Request implements Dialect.
 func (openAIResponses) Request(r *Request, _ string, body []byte) {
-	if v := gjson.GetBytes(body, "model"); v.Type == gjson.String {
-		r.Model = v.Str
-	}
-	if v := gjson.GetBytes(body, "stream"); v.IsBool() {
-		r.Stream, r.HasStream = v.Bool(), true
-	}
-	if v := gjson.GetBytes(body, "max_output_tokens"); v.Type == gjson.Number {
-		r.MaxTokens, r.HasMaxTokens = v.Int(), true
-	}
-	if v := gjson.GetBytes(body, "temperature"); v.Type == gjson.Number {
-		r.Temperature, r.HasTemperature = v.Float(), true
-	}
-	if v := gjson.GetBytes(body, "top_p"); v.Type == gjson.Number {
-		r.TopP, r.HasTopP = v.Float(), true
-	}
+	readRequest(r, body, openAIResponsesRequest)
 }
 
 // Event implements Dialect. The kind is the JSON "type", which every
