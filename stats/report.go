@@ -26,8 +26,10 @@ type Report struct {
 	Rows []ReportRow `json:"rows"`
 }
 
-// ReportRow is one provider, model and set of label values.
-type ReportRow struct {
+// RowID identifies a row of a Report or a Snapshot: rows of several
+// snapshots merge when their RowIDs are equal. Its fields are at the top
+// level of the row's JSON.
+type RowID struct {
 	// Provider is gen_ai.provider.name, as on the spans.
 	Provider string `json:"provider"`
 	// Model is the response's model, else the request's.
@@ -37,6 +39,26 @@ type ReportRow struct {
 	// Overflow is true for the row that took keys past the row cap; its
 	// provider and model are "_other".
 	Overflow bool `json:"overflow"`
+}
+
+// rowID is the RowID of r, with its labels as a map (never nil, so that
+// the JSON shows {} rather than null).
+func rowID(r *AggregateRow) RowID {
+	id := RowID{
+		Provider: r.Key.Provider,
+		Model:    r.Key.Model,
+		Labels:   make(map[string]string, len(r.Key.Labels)),
+		Overflow: r.Overflow,
+	}
+	for _, l := range r.Key.Labels {
+		id.Labels[l.Name] = l.Value
+	}
+	return id
+}
+
+// ReportRow is one provider, model and set of label values.
+type ReportRow struct {
+	RowID
 
 	// Requests counts the requests that finished in the window, Errors
 	// those with outcome upstream_error, Aborts those with client_abort.
@@ -157,19 +179,13 @@ func (a *Aggregate) Report(at time.Time) *Report {
 	}
 	for _, r := range a.sortedRows() {
 		rr := ReportRow{
-			Provider:       r.Key.Provider,
-			Model:          r.Key.Model,
-			Labels:         make(map[string]string, len(r.Key.Labels)),
-			Overflow:       r.Overflow,
+			RowID:          rowID(r),
 			Requests:       r.Counts.Requests,
 			Errors:         r.Counts.Errors,
 			Aborts:         r.Counts.Aborts,
 			ErrorRate:      ratio(r.Counts.Errors, r.Counts.Requests),
 			AbortRate:      ratio(r.Counts.Aborts, r.Counts.Requests),
 			EstimatedShare: ratio(r.Counts.Estimated, r.Counts.Requests),
-		}
-		for _, l := range r.Key.Labels {
-			rr.Labels[l.Name] = l.Value
 		}
 		for m := Metric(0); int(m) < NumMetrics; m++ {
 			s := rr.Metrics.Get(m)

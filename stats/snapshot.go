@@ -31,12 +31,7 @@ type Snapshot struct {
 
 // SnapshotRow is one row's state.
 type SnapshotRow struct {
-	// Provider, Model, Labels and Overflow identify the row, as in the
-	// Report; rows of several snapshots merge when all four match.
-	Provider string            `json:"provider"`
-	Model    string            `json:"model"`
-	Labels   map[string]string `json:"labels"`
-	Overflow bool              `json:"overflow"`
+	RowID
 
 	// Requests, Errors and Aborts are as in the Report; Estimated counts
 	// the requests whose token counts were estimated.
@@ -63,18 +58,12 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 	}
 	for _, r := range a.sortedRows() {
 		sr := SnapshotRow{
-			Provider:  r.Key.Provider,
-			Model:     r.Key.Model,
-			Labels:    make(map[string]string, len(r.Key.Labels)),
-			Overflow:  r.Overflow,
+			RowID:     rowID(r),
 			Requests:  r.Counts.Requests,
 			Errors:    r.Counts.Errors,
 			Aborts:    r.Counts.Aborts,
 			Estimated: r.Counts.Estimated,
 			Sketches:  map[string]string{},
-		}
-		for _, l := range r.Key.Labels {
-			sr.Labels[l.Name] = l.Value
 		}
 		for m, sk := range r.sketches {
 			if sk == nil || sk.IsEmpty() {
