@@ -4,51 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tiktoken-go/tokenizer"
 )
 
-func anthropicFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "anthropic", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// anthropicReplay feeds a fixture event by event, the i-th at at(i), and
-// finishes one step after the last.
-func anthropicReplay(t testing.TB, fixture string) *Measurement {
-	t.Helper()
-	mt := New(newAnthropicMessages(), Options{}, t0)
-	mt.Request("/v1/messages", []byte(`{"model":"claude","max_tokens":1024,"stream":true}`), false)
-	mt.Response(200, "text/event-stream; charset=utf-8", "")
-	evs := events(anthropicFixture(t, fixture))
-	for i, ev := range evs {
-		mt.Write(ev, t0.Add(at(i)))
-	}
-	return mt.Finish(t0.Add(at(len(evs))), OutcomeUnknown, "")
-}
-
 func TestAnthropicStreams(t *testing.T) {
-	tests := []struct {
-		name    string
-		fixture string
-		// firstToken, firstVisible, lastToken are event indexes, -1 for none.
-		firstToken, firstVisible, lastToken int
-		outputEvents                        int64
-		usage                               Usage
-		model, id                           string
-		finish                              []string
-		outcome                             Outcome
-		errorType                           string
-		chunks                              int64
-	}{
+	tests := []dialectCase{
 		{
 			name: "thinking then text: padded JSON, ping with spaces, signature_delta is not a token", fixture: "thinking_text.sse",
 			firstToken: 3, firstVisible: 9, lastToken: 10, outputEvents: 5,
@@ -117,39 +80,21 @@ func TestAnthropicStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := anthropicReplay(t, tt.fixture)
-			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
-			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
-			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
+			mt := exchange{200, "text/event-stream; charset=utf-8", "/v1/messages"}.start(newAnthropicMessages(), Options{}, []byte(`{"model":"claude","max_tokens":1024,"stream":true}`))
+			m := replayPieces(mt, events(testdata(t, "anthropic", tt.fixture)))
+			checkStream(t, m, tt)
 			if m.OutputEvents != tt.outputEvents {
 				t.Errorf("OutputEvents = %d, want %d", m.OutputEvents, tt.outputEvents)
 			}
-			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
-			if m.Chunks != tt.chunks || !m.Streamed {
-				t.Errorf("Chunks = %d Streamed %v, want %d true", m.Chunks, m.Streamed, tt.chunks)
-			}
-			if m.ServerTimings != nil {
-				t.Errorf("ServerTimings = %v, Anthropic reports none", m.ServerTimings)
-			}
-			if m.Degraded != 0 || m.Operation != "chat" || m.Dialect != "anthropic_messages" {
-				t.Errorf("Degraded %d %q, operation %q, dialect %q", m.Degraded, m.DegradedReason, m.Operation, m.Dialect)
+			if m.Operation != "chat" || m.Dialect != "anthropic_messages" {
+				t.Errorf("operation %q, dialect %q", m.Operation, m.Dialect)
 			}
 		})
 	}
 }
 
 func TestAnthropicBodies(t *testing.T) {
-	tests := []struct {
-		name      string
-		fixture   string
-		status    int
-		usage     Usage
-		model, id string
-		finish    []string
-		outcome   Outcome
-		errorType string
-	}{
+	tests := []dialectCase{
 		{
 			name: "non-streamed message: output_tokens is final, input includes cache read", fixture: "message.json", status: 200,
 			usage: Usage{37 + 1024, 64, 1024, 0, -1, UsageReported},
@@ -180,18 +125,9 @@ func TestAnthropicBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := anthropicFixture(t, tt.fixture)
-			mt := New(newAnthropicMessages(), Options{}, t0)
-			mt.Request("/v1/messages", []byte(`{"model":"claude-sonnet-4-5","max_tokens":64,"temperature":0.2,"top_p":0.9}`), false)
-			mt.Response(tt.status, "application/json", "")
-			for i := 0; i < len(body); i += 100 {
-				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
-			}
-			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
-			if m.FirstToken != 0 || m.Streamed || m.ServerTimings != nil {
-				t.Errorf("a body has no token times or server timings: FirstToken %v Streamed %v %v", m.FirstToken, m.Streamed, m.ServerTimings)
-			}
+			mt := exchange{tt.status, "application/json", "/v1/messages"}.start(newAnthropicMessages(), Options{}, []byte(`{"model":"claude-sonnet-4-5","max_tokens":64,"temperature":0.2,"top_p":0.9}`))
+			m := readInPieces(mt, testdata(t, "anthropic", tt.fixture), 100)
+			checkBody(t, m, tt)
 			want := Request{Model: "claude-sonnet-4-5", MaxTokens: 64, HasMaxTokens: true, Temperature: 0.2, HasTemperature: true, TopP: 0.9, HasTopP: true}
 			if m.Request != want {
 				t.Errorf("request = %+v, want %+v", m.Request, want)
@@ -201,11 +137,7 @@ func TestAnthropicBodies(t *testing.T) {
 }
 
 func TestAnthropicRequest(t *testing.T) {
-	tests := []struct {
-		name string
-		body string
-		want Request
-	}{
+	tests := []requestCase{
 		{"all parameters", `{"model":"claude-opus-4-1","max_tokens":1024,"stream":true,"temperature":1,"top_p":0.95,"top_k":40,"messages":[]}`,
 			Request{Model: "claude-opus-4-1", Stream: true, HasStream: true, MaxTokens: 1024, HasMaxTokens: true, Temperature: 1, HasTemperature: true, TopP: 0.95, HasTopP: true}},
 		{"OpenAI's max_completion_tokens is not Anthropic's", `{"model":"m","max_completion_tokens":5}`, Request{Model: "m"}},
@@ -213,15 +145,7 @@ func TestAnthropicRequest(t *testing.T) {
 		{"wrong types are ignored", `{"model":1,"stream":"true","max_tokens":"9"}`, Request{}},
 		{"not JSON", `model=claude`, Request{}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r Request
-			newAnthropicMessages().Request(&r, "/v1/messages", []byte(tt.body))
-			if r != tt.want {
-				t.Errorf("got %+v, want %+v", r, tt.want)
-			}
-		})
-	}
+	checkRequests(t, func() Dialect { return newAnthropicMessages() }, "/v1/messages", tests)
 }
 
 func TestAnthropicDetect(t *testing.T) {

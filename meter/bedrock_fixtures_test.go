@@ -204,16 +204,6 @@ func TestBedrockFixturesUpToDate(t *testing.T) {
 	}
 }
 
-// readBedrockFixture reads a committed fixture.
-func readBedrockFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "bedrock", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // bedrockFrames cuts a stream into its messages by their length prefixes,
 // so a replay can give each its own arrival time. A length that runs past
 // the end leaves the rest as one piece.

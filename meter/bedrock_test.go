@@ -23,40 +23,12 @@ func bedrockMeter(t testing.TB, path string, opts Options) *Meter {
 	if info.Provider != "aws.bedrock" {
 		t.Fatalf("%s detected as %s", path, info.Name)
 	}
-	mt := New(info.New(), opts, t0)
-	mt.Request(path, []byte(`{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`), false)
-	mt.Response(200, "application/vnd.amazon.eventstream", "")
-	return mt
-}
-
-// bedrockReplay feeds a fixture message by message, the i-th at at(i), and
-// finishes one step after the last.
-func bedrockReplay(t testing.TB, path, fixture string) *Measurement {
-	t.Helper()
-	mt := bedrockMeter(t, path, Options{})
-	frames := bedrockFrames(readBedrockFixture(t, fixture))
-	for i, f := range frames {
-		mt.Write(f, t0.Add(at(i)))
-	}
-	return mt.Finish(t0.Add(at(len(frames))), OutcomeUnknown, "")
+	return exchange{200, "application/vnd.amazon.eventstream", path}.start(info.New(), opts, []byte(`{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`))
 }
 
 func TestBedrockStreams(t *testing.T) {
-	tests := []struct {
-		name    string
-		path    string
-		fixture string
-		// firstToken, firstVisible, lastToken are message indexes, -1 for none.
-		firstToken, firstVisible, lastToken int
-		usage                               Usage
-		model, id                           string
-		finish                              []string
-		outcome                             Outcome
-		errorType                           string
-		timings                             []ServerTiming
-		chunks                              int64
-		degraded                            string
-	}{
+	// The times are of messages, not events.
+	tests := []dialectCase{
 		{
 			name: "converse: messageStart and an empty delta are not tokens; padding p is never text; input includes cache", path: bedrockConversePath, fixture: "converse_text.bin",
 			firstToken: 2, firstVisible: 2, lastToken: 3,
@@ -151,39 +123,14 @@ func TestBedrockStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := bedrockReplay(t, tt.path, tt.fixture)
-			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
-			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
-			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
-			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
-			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
-				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
-			}
-			if m.Chunks != tt.chunks || !m.Streamed {
-				t.Errorf("Chunks = %d Streamed %v, want %d", m.Chunks, m.Streamed, tt.chunks)
-			}
-			// A fault is counted once, however much follows it.
-			if m.DegradedReason != tt.degraded || (tt.degraded != "") != (m.Degraded == 1) {
-				t.Errorf("DegradedReason = %q (%d), want %q once", m.DegradedReason, m.Degraded, tt.degraded)
-			}
+			m := replayPieces(bedrockMeter(t, tt.path, Options{}), bedrockFrames(testdata(t, "bedrock", tt.fixture)))
+			checkStream(t, m, tt)
 		})
 	}
 }
 
 func TestBedrockBodies(t *testing.T) {
-	tests := []struct {
-		name      string
-		path      string
-		fixture   string
-		status    int
-		usage     Usage
-		model, id string
-		finish    []string
-		outcome   Outcome
-		errorType string
-		timings   []ServerTiming
-	}{
+	tests := []dialectCase{
 		{
 			name: "converse: usage with cache write, stop reason, latency", path: "/model/anthropic.claude-3-7-sonnet-20250219-v1:0/converse", fixture: "converse.json", status: 200,
 			usage:  Usage{15 + 0 + 256, 22, 0, 256, -1, UsageReported},
@@ -214,21 +161,9 @@ func TestBedrockBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := readBedrockFixture(t, tt.fixture)
-			mt := New(DetectDialect(tt.path).New(), Options{}, t0)
-			mt.Request(tt.path, nil, false)
-			mt.Response(tt.status, "application/json", "")
-			for i := 0; i < len(body); i += 64 {
-				mt.Write(body[i:min(i+64, len(body))], t0.Add(step))
-			}
-			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
-			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
-				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
-			}
-			if m.FirstToken != 0 || m.Streamed {
-				t.Errorf("a body has no token times: FirstToken %v Streamed %v", m.FirstToken, m.Streamed)
-			}
+			mt := exchange{tt.status, "application/json", tt.path}.start(DetectDialect(tt.path).New(), Options{}, nil)
+			m := readInPieces(mt, testdata(t, "bedrock", tt.fixture), 64)
+			checkBody(t, m, tt)
 			if tt.status == 200 && m.EstimatedOutputTokens <= 0 {
 				t.Errorf("no output estimated from the body")
 			}
@@ -333,7 +268,7 @@ func TestBedrockSplitInvariance(t *testing.T) {
 	}
 	rnd := rand.New(rand.NewPCG(3, 4))
 	for _, f := range files {
-		body := readBedrockFixture(t, filepath.Base(f))
+		body := testdata(t, "bedrock", filepath.Base(f))
 		path := bedrockPathFor(f)
 		run := func(cuts []int) Measurement {
 			mt := bedrockMeter(t, path, Options{})
@@ -444,7 +379,7 @@ func TestBedrockEventAllocations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			frames := bedrockFrames(readBedrockFixture(t, tt.fixture))
+			frames := bedrockFrames(testdata(t, "bedrock", tt.fixture))
 			mt := bedrockMeter(t, tt.path, Options{})
 			for _, f := range frames[:tt.warm] {
 				mt.Write(f, t0.Add(step))

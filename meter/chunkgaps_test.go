@@ -65,7 +65,7 @@ func TestChunkGapBuckets(t *testing.T) {
 // the first, and the gaps add up to the time from the first chunk to the
 // last, bucket by bucket.
 func TestChunkGapsOfAStream(t *testing.T) {
-	evs := events(readFixture(t, "chat_usage.sse"))
+	evs := events(testdata(t, "openai", "chat_usage.sse"))
 	offsets := []time.Duration{100, 105, 115, 135, 175, 255, 415, 735, 1375, 2655, 2656, 2657, 2658}
 	if len(offsets) != len(evs) {
 		t.Fatalf("%d offsets for %d events", len(offsets), len(evs))

@@ -1,48 +1,11 @@
 package meter
 
-import (
-	"os"
-	"path/filepath"
-	"reflect"
-	"testing"
-)
-
-func cohereFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "cohere", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// cohereReplay feeds a v2 chat stream event by event, the i-th at at(i),
-// and finishes it one step after the last.
-func cohereReplay(t testing.TB, fixture string) *Measurement {
-	t.Helper()
-	mt := New(cohereChat{}, Options{}, t0)
-	mt.Request("/v2/chat", []byte(`{"model":"command-a-03-2025","stream":true,"messages":[{"role":"user","content":"hi"}]}`), false)
-	mt.Response(200, "text/event-stream", "")
-	evs := events(cohereFixture(t, fixture))
-	for i, ev := range evs {
-		mt.Write(ev, t0.Add(at(i)))
-	}
-	return mt.Finish(t0.Add(at(len(evs))), OutcomeUnknown, "")
-}
+import "testing"
 
 func TestCohereStreams(t *testing.T) {
-	tests := []struct {
-		name    string
-		fixture string
-		// firstToken, firstVisible, lastToken are event indexes, -1 for none.
-		firstToken, firstVisible, lastToken int
-		usage                               Usage
-		id                                  string
-		finish                              []string
-		outcome                             Outcome
-		errorType                           string
-		chunks                              int64
-	}{
+	// Cohere's responses never name the model (no row has one): the
+	// request's model is all there is.
+	tests := []dialectCase{
 		{
 			name: "text: usage.tokens, not billed_units; message-start and content-start are not tokens", fixture: "text.sse",
 			firstToken: 2, firstVisible: 2, lastToken: 12,
@@ -94,28 +57,9 @@ func TestCohereStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := cohereReplay(t, tt.fixture)
-			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
-			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
-			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			// Cohere's responses never name the model; the request's
-			// model is all there is.
-			if m.ResponseModel != "" || m.ResponseID != tt.id {
-				t.Errorf("model, id = %q, %q; want \"\", %q", m.ResponseModel, m.ResponseID, tt.id)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
-			if m.Chunks != tt.chunks || !m.Streamed || m.Degraded != 0 || m.ServerTimings != nil {
-				t.Errorf("Chunks %d Streamed %v Degraded %d ServerTimings %v, want %d true 0 none", m.Chunks, m.Streamed, m.Degraded, m.ServerTimings, tt.chunks)
-			}
+			mt := exchange{200, "text/event-stream", "/v2/chat"}.start(cohereChat{}, Options{}, []byte(`{"model":"command-a-03-2025","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			m := replayPieces(mt, events(testdata(t, "cohere", tt.fixture)))
+			checkStream(t, m, tt)
 			if m.Operation != "chat" || m.Request.Model != "command-a-03-2025" || !m.Request.Stream {
 				t.Errorf("Operation %q Request %+v", m.Operation, m.Request)
 			}
@@ -124,16 +68,7 @@ func TestCohereStreams(t *testing.T) {
 }
 
 func TestCohereBodies(t *testing.T) {
-	tests := []struct {
-		name      string
-		fixture   string
-		status    int
-		usage     Usage
-		id        string
-		finish    []string
-		outcome   Outcome
-		errorType string
-	}{
+	tests := []dialectCase{
 		{
 			name: "non-streamed response: usage.tokens and cached_tokens", fixture: "chat.json", status: 200,
 			usage: Usage{507, 10, 448, -1, -1, UsageReported}, id: "e7592632-1e3d-424f-b129-bd5f9f980f7b",
@@ -147,29 +82,9 @@ func TestCohereBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := cohereFixture(t, tt.fixture)
-			mt := New(cohereChat{}, Options{}, t0)
-			mt.Request("/v2/chat", []byte(`{"model":"command-r-plus-08-2024","stream":false,"max_tokens":100,"temperature":0.3,"p":0.75,"k":0}`), false)
-			mt.Response(tt.status, "application/json", "")
-			for i := 0; i < len(body); i += 100 {
-				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
-			}
-			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseID != tt.id {
-				t.Errorf("id = %q, want %q", m.ResponseID, tt.id)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
-			if m.FirstToken != 0 || m.Streamed {
-				t.Errorf("a non-streamed body has no token times: FirstToken %v Streamed %v", m.FirstToken, m.Streamed)
-			}
+			mt := exchange{tt.status, "application/json", "/v2/chat"}.start(cohereChat{}, Options{}, []byte(`{"model":"command-r-plus-08-2024","stream":false,"max_tokens":100,"temperature":0.3,"p":0.75,"k":0}`))
+			m := readInPieces(mt, testdata(t, "cohere", tt.fixture), 100)
+			checkBody(t, m, tt)
 			want := Request{Model: "command-r-plus-08-2024", HasStream: true, MaxTokens: 100, HasMaxTokens: true, Temperature: 0.3, HasTemperature: true, TopP: 0.75, HasTopP: true}
 			if m.Request != want {
 				t.Errorf("request = %+v, want %+v", m.Request, want)
@@ -179,26 +94,14 @@ func TestCohereBodies(t *testing.T) {
 }
 
 func TestCohereRequest(t *testing.T) {
-	tests := []struct {
-		name string
-		body string
-		want Request
-	}{
+	tests := []requestCase{
 		{"p is Cohere's top_p; top_p is not", `{"model":"command-a-03-2025","stream":true,"p":0.9,"top_p":0.1}`,
 			Request{Model: "command-a-03-2025", Stream: true, HasStream: true, TopP: 0.9, HasTopP: true}},
 		{"stream absent is unknown (Cohere defaults to false)", `{"model":"m","max_tokens":5}`,
 			Request{Model: "m", MaxTokens: 5, HasMaxTokens: true}},
 		{"wrong types are ignored", `{"model":1,"stream":"yes","p":"high"}`, Request{}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r Request
-			cohereChat{}.Request(&r, "/v2/chat", []byte(tt.body))
-			if r != tt.want {
-				t.Errorf("got %+v, want %+v", r, tt.want)
-			}
-		})
-	}
+	checkRequests(t, func() Dialect { return cohereChat{} }, "/v2/chat", tests)
 }
 
 // TestCohereEventTypeFallback: an event whose JSON lacks its type is read

@@ -78,7 +78,7 @@ func compressEvents(c compressor, evs [][]byte) [][]byte {
 func TestCompressedStreams(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	for _, fixture := range []string{"chat_usage.sse", "deepseek_reasoning.sse", "openrouter_midstream_error.sse"} {
-		evs := events(readFixture(t, fixture))
+		evs := events(testdata(t, "openai", fixture))
 		plain := replay(t, fixture, 200, "text/event-stream")
 		for _, c := range compressors {
 			t.Run(fixture+"/"+c.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func waitTapIdle(mt *Meter) {
 // TestCompressedSplits: compressed bytes cut anywhere give the same counts.
 func TestCompressedSplits(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	body := readFixture(t, "chat_tool_calls.sse")
+	body := testdata(t, "openai", "chat_tool_calls.sse")
 	rnd := rand.New(rand.NewPCG(3, 4))
 	for _, c := range compressors {
 		t.Run(c.name, func(t *testing.T) {
@@ -177,7 +177,7 @@ func TestCompressionFaults(t *testing.T) {
 		})
 	}
 	t.Run("aborted mid-stream: the decompressor goroutine ends", func(t *testing.T) {
-		pieces := compressEvents(compressors[0], events(readFixture(t, "chat_usage.sse")))
+		pieces := compressEvents(compressors[0], events(testdata(t, "openai", "chat_usage.sse")))
 		mt := New(openAIChat{}, Options{}, t0)
 		mt.Response(200, "text/event-stream", "gzip")
 		mt.Write(pieces[0], t0.Add(step))
@@ -191,7 +191,7 @@ func TestCompressionFaults(t *testing.T) {
 		var got any
 		var buf bytes.Buffer
 		z := gzip.NewWriter(&buf)
-		_, _ = z.Write(readFixture(t, "chat_usage.sse"))
+		_, _ = z.Write(testdata(t, "openai", "chat_usage.sse"))
 		_ = z.Close()
 		mt := New(panickyDialect{}, Options{OnPanic: func(rec any) { got = rec }}, t0)
 		mt.Response(200, "text/event-stream", "gzip")
@@ -211,7 +211,7 @@ func (panickyDialect) Event(*Observer, *sse.Event) { panic("boom") }
 // the plain bytes; any bytes claimed to be gzip never panic or hang.
 func FuzzDecompressingTap(f *testing.F) {
 	for _, name := range []string{"chat_usage.sse", "chat_n2.sse", "llamacpp_done_unterminated.sse"} {
-		b := readFixture(f, name)
+		b := testdata(f, "openai", name)
 		f.Add(b, uint16(len(b)/2), uint8(0))
 		f.Add(b, uint16(7), uint8(4))
 	}

@@ -1,28 +1,13 @@
 package meter
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // benchGeminiEvent is the per-event cost of one framing: the fixture's
 // second event fed again and again, one event per Write, as reverse_proxy
 // delivers them.
 func benchGeminiEvent(b *testing.B, fixture string) {
-	pieces := geminiPieces(fixture, geminiFixture(b, fixture))
-	x := geminiExchangeFor(fixture)
-	mt := New(newGemini(), Options{}, t0)
-	mt.Request(x.path, nil, false)
-	mt.Response(x.status, x.contentType, "")
-	mt.Write(pieces[0], t0.Add(step))
-	content := pieces[1]
-	b.SetBytes(int64(len(content)))
-	b.ReportAllocs()
-	now := t0.Add(step)
-	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		mt.Write(content, now)
-	}
+	mt := geminiExchangeFor(fixture).start(newGemini(), Options{}, nil)
+	benchEvent(b, mt, geminiPieces(fixture, testdata(b, "gemini", fixture)), 1, 1)
 }
 
 // BenchmarkGeminiSSEEvent is one CRLF-framed alt=sse event.
@@ -35,15 +20,5 @@ func BenchmarkGeminiArrayEvent(b *testing.B) { benchGeminiEvent(b, "array_text.j
 // BenchmarkGeminiStream is one whole exchange: a Meter set up, the thinking
 // stream fed in one write, and the Finish.
 func BenchmarkGeminiStream(b *testing.B) {
-	body := geminiFixture(b, "sse_thinking.sse")
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	var mt Meter
-	for b.Loop() {
-		mt.Init(newGemini(), Options{}, t0)
-		mt.Request(geminiStreamPath, nil, false)
-		mt.Response(200, "text/event-stream", "")
-		mt.Write(body, t0.Add(step))
-		mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-	}
+	benchStream(b, func() Dialect { return newGemini() }, exchange{200, "text/event-stream", geminiStreamPath}, testdata(b, "gemini", "sse_thinking.sse"))
 }

@@ -12,7 +12,7 @@ import (
 // geminiFuzzExchanges are the ways a fuzzed body is served: as an alt=sse
 // stream, as the default streamed array, as a generateContent body and as
 // an error body.
-var geminiFuzzExchanges = []geminiExchange{
+var geminiFuzzExchanges = []exchange{
 	{200, "text/event-stream", geminiStreamPath},
 	{200, "application/json", geminiStreamPath},
 	{200, "application/json", geminiGeneratePath},

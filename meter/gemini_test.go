@@ -19,15 +19,6 @@ const (
 	geminiVertexPath   = "/v1/projects/acme-prod/locations/us-central1/publishers/google/models/gemini-2.5-pro:streamGenerateContent"
 )
 
-func geminiFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "gemini", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // geminiFixtureFiles lists the fixtures (not their README).
 func geminiFixtureFiles() []string {
 	sse, _ := filepath.Glob(filepath.Join("testdata", "gemini", "*.sse"))
@@ -35,29 +26,22 @@ func geminiFixtureFiles() []string {
 	return append(sse, js...)
 }
 
-// geminiExchange is how a fixture is served: its status, media type and the
-// request path that says whether it streams.
-type geminiExchange struct {
-	status      int
-	contentType string
-	path        string
-}
-
 // geminiExchangeFor serves a fixture the way its name says: sse_* as
 // ?alt=sse, array_* as the default streamed array, body_* as a
-// generateContent answer, error_* as a failed call.
-func geminiExchangeFor(name string) geminiExchange {
+// generateContent answer, error_* as a failed call. The request path says
+// whether it streams.
+func geminiExchangeFor(name string) exchange {
 	switch {
 	case strings.HasPrefix(name, "sse_"):
-		return geminiExchange{200, "text/event-stream", geminiStreamPath}
+		return exchange{200, "text/event-stream", geminiStreamPath}
 	case strings.HasPrefix(name, "array_"):
-		return geminiExchange{200, "application/json; charset=UTF-8", geminiStreamPath}
+		return exchange{200, "application/json; charset=UTF-8", geminiStreamPath}
 	case strings.HasPrefix(name, "error_429"):
-		return geminiExchange{429, "application/json; charset=UTF-8", geminiGeneratePath}
+		return exchange{429, "application/json; charset=UTF-8", geminiGeneratePath}
 	case strings.HasPrefix(name, "error_"):
-		return geminiExchange{503, "application/json; charset=UTF-8", geminiStreamPath}
+		return exchange{503, "application/json; charset=UTF-8", geminiStreamPath}
 	}
-	return geminiExchange{200, "application/json; charset=UTF-8", geminiGeneratePath}
+	return exchange{200, "application/json; charset=UTF-8", geminiGeneratePath}
 }
 
 // geminiPieces cuts a fixture so each piece completes one event: SSE after
@@ -106,41 +90,16 @@ func geminiPieces(name string, b []byte) [][]byte {
 }
 
 // geminiRun meters pieces delivered at the given times on a fresh dialect.
-func geminiRun(x geminiExchange, req []byte, pieces [][]byte, times []time.Duration, end time.Duration) *Measurement {
-	mt := New(newGemini(), Options{}, t0)
-	mt.Request(x.path, req, false)
-	mt.Response(x.status, x.contentType, "")
+func geminiRun(x exchange, req []byte, pieces [][]byte, times []time.Duration, end time.Duration) *Measurement {
+	mt := x.start(newGemini(), Options{}, req)
 	for i, p := range pieces {
 		mt.Write(p, t0.Add(times[i]))
 	}
 	return mt.Finish(t0.Add(end), OutcomeUnknown, "")
 }
 
-// geminiReplay feeds a fixture piece by piece, the i-th at at(i), and
-// finishes one step after the last.
-func geminiReplay(t testing.TB, name string, x geminiExchange) *Measurement {
-	t.Helper()
-	pieces := geminiPieces(name, geminiFixture(t, name))
-	times := make([]time.Duration, len(pieces))
-	for i := range pieces {
-		times[i] = at(i)
-	}
-	return geminiRun(x, []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`), pieces, times, at(len(pieces)))
-}
-
 func TestGeminiStreams(t *testing.T) {
-	tests := []struct {
-		name    string
-		fixture string
-		// firstToken, firstVisible, lastToken are event indexes, -1 for none.
-		firstToken, firstVisible, lastToken int
-		usage                               Usage
-		model, id                           string
-		finish                              []string
-		outcome                             Outcome
-		errorType                           string
-		chunks                              int64
-	}{
+	tests := []dialectCase{
 		{
 			name: "CRLF-framed alt=sse, cumulative usage last wins, first chunk has no candidatesTokenCount, models/ prefix dropped", fixture: "sse_text.sse",
 			firstToken: 0, firstVisible: 0, lastToken: 3,
@@ -255,18 +214,9 @@ func TestGeminiStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := geminiReplay(t, tt.fixture, geminiExchangeFor(tt.fixture))
-			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
-			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
-			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
-			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
-			if m.Chunks != tt.chunks {
-				t.Errorf("Chunks = %d, want %d", m.Chunks, tt.chunks)
-			}
-			if !m.Streamed || m.Degraded != 0 || len(m.ServerTimings) != 0 {
-				t.Errorf("Streamed %v Degraded %d %q ServerTimings %v", m.Streamed, m.Degraded, m.DegradedReason, m.ServerTimings)
-			}
+			mt := geminiExchangeFor(tt.fixture).start(newGemini(), Options{}, []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`))
+			m := replayPieces(mt, geminiPieces(tt.fixture, testdata(t, "gemini", tt.fixture)))
+			checkStream(t, m, tt)
 			if m.Operation != "generate_content" || m.Request.Model != "gemini-2.5-flash" || !m.Request.Stream {
 				t.Errorf("operation %q request %+v", m.Operation, m.Request)
 			}
@@ -275,66 +225,35 @@ func TestGeminiStreams(t *testing.T) {
 }
 
 func TestGeminiBodies(t *testing.T) {
-	tests := []struct {
-		name      string
-		fixture   string
-		x         geminiExchange
-		usage     Usage
-		model     string
-		finish    []string
-		outcome   Outcome
-		errorType string
-		estimated int64
-	}{
+	tests := []dialectCase{
 		{
 			name: "generateContent: usage from the body, thought text estimated but untimed", fixture: "body_generate_content.json",
-			x:     geminiExchange{200, "application/json; charset=UTF-8", geminiGeneratePath},
+			status: 200, contentType: "application/json; charset=UTF-8", path: geminiGeneratePath,
 			usage: Usage{2061, 59, 2048, -1, 52, UsageReported},
-			model: "gemini-2.5-flash", finish: []string{"STOP"}, outcome: OutcomeCompleted, estimated: 19,
+			model: "gemini-2.5-flash", id: "Xr9kaZ2bIqGq1MkP_IqB8QY", finish: []string{"STOP"}, outcome: OutcomeCompleted, estimated: 19,
 		},
 		{
 			name: "429 error body: the status is the error type, no counts", fixture: "error_429.json",
-			x:     geminiExchange{429, "application/json; charset=UTF-8", geminiGeneratePath},
+			status: 429, contentType: "application/json; charset=UTF-8", path: geminiGeneratePath,
 			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeUpstreamError, errorType: "429",
 		},
 		{
 			name: "503 on a streaming path: the error arrives as a one-element array, read whole", fixture: "error_503_array.json",
-			x:     geminiExchange{503, "application/json; charset=UTF-8", geminiStreamPath},
+			status: 503, contentType: "application/json; charset=UTF-8", path: geminiStreamPath,
 			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeUpstreamError, errorType: "503",
 		},
 		{
 			name: "a streamed array read whole when the path did not say it streams", fixture: "array_text.json",
-			x:     geminiExchange{200, "application/json", "/v1beta/models/gemini-2.0-flash"},
+			status: 200, contentType: "application/json", path: "/v1beta/models/gemini-2.0-flash",
 			usage: Usage{8, 20, -1, -1, -1, UsageReported},
-			model: "gemini-2.0-flash", finish: []string{"STOP"}, outcome: OutcomeCompleted, estimated: 26,
+			model: "gemini-2.0-flash", id: "arr-1", finish: []string{"STOP"}, outcome: OutcomeCompleted, estimated: 26,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := geminiFixture(t, tt.fixture)
-			var pieces [][]byte
-			var times []time.Duration
-			// A body arrives in pieces like any other.
-			for i := 0; i < len(body); i += 100 {
-				pieces = append(pieces, body[i:min(i+100, len(body))])
-				times = append(times, step)
-			}
-			m := geminiRun(tt.x, []byte(`{"contents":[],"generationConfig":{"maxOutputTokens":256,"temperature":0.4,"topP":0.95}}`), pieces, times, 2*step)
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseModel != tt.model {
-				t.Errorf("model = %q, want %q", m.ResponseModel, tt.model)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
-			if m.FirstToken != 0 || m.Streamed || m.Chunks != 0 {
-				t.Errorf("a body has no token times: FirstToken %v Streamed %v Chunks %d", m.FirstToken, m.Streamed, m.Chunks)
-			}
+			mt := exchange{tt.status, tt.contentType, tt.path}.start(newGemini(), Options{}, []byte(`{"contents":[],"generationConfig":{"maxOutputTokens":256,"temperature":0.4,"topP":0.95}}`))
+			m := readInPieces(mt, testdata(t, "gemini", tt.fixture), 100)
+			checkBody(t, m, tt)
 			if m.EstimatedOutputTokens != tt.estimated {
 				t.Errorf("EstimatedOutputTokens = %d, want %d", m.EstimatedOutputTokens, tt.estimated)
 			}
@@ -350,21 +269,21 @@ func TestGeminiBodies(t *testing.T) {
 func TestGeminiTraps(t *testing.T) {
 	sseX := geminiExchangeFor("sse_")
 	t.Run("trafficType-only usage is not reported usage", func(t *testing.T) {
-		pieces := geminiPieces("v.sse", geminiFixture(t, "sse_vertex_cached.sse"))[:3]
+		pieces := geminiPieces("v.sse", testdata(t, "gemini", "sse_vertex_cached.sse"))[:3]
 		m := geminiRun(sseX, nil, pieces, []time.Duration{at(0), at(1), at(2)}, at(3))
 		if m.Usage.Source != UsageEstimated || m.Usage.InputTokens != -1 || m.Usage.OutputTokens != m.EstimatedOutputTokens {
 			t.Errorf("usage %+v, want the estimate", m.Usage)
 		}
 	})
 	t.Run("one of two candidates finished is not the end", func(t *testing.T) {
-		pieces := geminiPieces("c.sse", geminiFixture(t, "sse_two_candidates.sse"))[:2]
+		pieces := geminiPieces("c.sse", testdata(t, "gemini", "sse_two_candidates.sse"))[:2]
 		m := geminiRun(sseX, nil, pieces, []time.Duration{at(0), at(1)}, at(2))
 		if m.Outcome != OutcomeTruncated || !reflect.DeepEqual(m.FinishReasons, []string{"STOP"}) {
 			t.Errorf("outcome %v finish %q, want truncated [STOP]", m.Outcome, m.FinishReasons)
 		}
 	})
 	t.Run("CRLF events are handed out as they arrive, not at EOF", func(t *testing.T) {
-		b := geminiFixture(t, "sse_text.sse")
+		b := testdata(t, "gemini", "sse_text.sse")
 		first := bytes.Index(b, []byte("\r\n\r\n")) + 4
 		mt := New(newGemini(), Options{}, t0)
 		mt.Response(200, "text/event-stream", "")
@@ -374,7 +293,7 @@ func TestGeminiTraps(t *testing.T) {
 		}
 	})
 	t.Run("array elements are handed out before the array closes", func(t *testing.T) {
-		b := geminiFixture(t, "array_text.json")
+		b := testdata(t, "gemini", "array_text.json")
 		mt := New(newGemini(), Options{}, t0)
 		mt.Request(geminiStreamPath, nil, false)
 		mt.Response(200, "application/json", "")
@@ -384,7 +303,7 @@ func TestGeminiTraps(t *testing.T) {
 		}
 	})
 	t.Run("bare error cut off by the end of the stream still fails it", func(t *testing.T) {
-		b := geminiFixture(t, "sse_bare_error.sse")
+		b := testdata(t, "gemini", "sse_bare_error.sse")
 		b = b[:bytes.Index(b, []byte(`"message"`))]
 		m := geminiRun(sseX, nil, [][]byte{b}, []time.Duration{step}, 2*step)
 		if m.Outcome != OutcomeUpstreamError || m.ErrorType != "503" {
@@ -410,7 +329,7 @@ func TestGeminiTraps(t *testing.T) {
 		}
 	})
 	t.Run("gateway [DONE] is ignored", func(t *testing.T) {
-		b := append(geminiFixture(t, "sse_text.sse"), "data: [DONE]\r\n\r\n"...)
+		b := append(testdata(t, "gemini", "sse_text.sse"), "data: [DONE]\r\n\r\n"...)
 		m := geminiRun(sseX, nil, [][]byte{b}, []time.Duration{step}, 2*step)
 		if m.Degraded != 0 || m.Outcome != OutcomeCompleted {
 			t.Errorf("got %+v", m)
@@ -554,11 +473,8 @@ func TestGeminiEventAllocations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pieces := geminiPieces(tt.fixture, geminiFixture(t, tt.fixture))
-			x := geminiExchangeFor(tt.fixture)
-			mt := New(newGemini(), Options{}, t0)
-			mt.Request(x.path, nil, false)
-			mt.Response(x.status, x.contentType, "")
+			pieces := geminiPieces(tt.fixture, testdata(t, "gemini", tt.fixture))
+			mt := geminiExchangeFor(tt.fixture).start(newGemini(), Options{}, nil)
 			for _, p := range pieces[:2] {
 				mt.Write(p, t0.Add(step))
 			}

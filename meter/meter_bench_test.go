@@ -1,41 +1,19 @@
 package meter
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // BenchmarkOpenAIChatEvent is the per-event cost on the hot path: one SSE
 // event decoded and read by the OpenAI chat dialect, fed one event per Write
 // as reverse_proxy delivers them.
 func BenchmarkOpenAIChatEvent(b *testing.B) {
-	evs := events(readFixture(b, "chat_usage.sse"))
-	mt := New(openAIChat{}, Options{}, t0)
-	mt.Response(200, "text/event-stream", "")
-	mt.Write(evs[0], t0.Add(step))
-	content := evs[2]
-	b.SetBytes(int64(len(content)))
-	b.ReportAllocs()
-	now := t0.Add(step)
-	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		mt.Write(content, now)
-	}
+	mt := exchange{200, "text/event-stream", ""}.start(openAIChat{}, Options{}, nil)
+	benchEvent(b, mt, events(testdata(b, "openai", "chat_usage.sse")), 1, 2)
 }
 
 // BenchmarkOpenAIChatStream is one whole exchange: a Meter set up, a
 // 13-event stream with usage fed in 32 KiB writes, and the Finish.
 func BenchmarkOpenAIChatStream(b *testing.B) {
-	body := readFixture(b, "chat_usage.sse")
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	var mt Meter
-	for b.Loop() {
-		mt.Init(openAIChat{}, Options{}, t0)
-		mt.Response(200, "text/event-stream", "")
-		mt.Write(body, t0.Add(step))
-		mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-	}
+	benchStream(b, func() Dialect { return openAIChat{} }, exchange{200, "text/event-stream", ""}, testdata(b, "openai", "chat_usage.sse"))
 }
 
 // BenchmarkEstimateTokens is the estimator on a typical one-token delta.

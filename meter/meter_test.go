@@ -2,9 +2,6 @@ package meter
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
-	"reflect"
 	"testing"
 	"time"
 )
@@ -16,15 +13,6 @@ const step = 10 * time.Millisecond
 
 // at returns the offset of the i-th event (0-based) in a replay.
 func at(i int) time.Duration { return time.Duration(i+1) * step }
-
-func readFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "openai", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // events cuts an LF-framed fixture into its events, each with its blank
 // line, so a replay can give each event its own arrival time.
@@ -42,37 +30,17 @@ func events(b []byte) [][]byte {
 	return out
 }
 
-// replay feeds a stream event by event, the i-th at at(i), and finishes it
-// one step after the last.
+// replay feeds an OpenAI chat stream event by event, the i-th at at(i), and
+// finishes it one step after the last.
 func replay(t testing.TB, fixture string, status int, contentType string) *Measurement {
 	t.Helper()
-	mt := New(openAIChat{}, Options{}, t0)
-	mt.Request("/v1/chat/completions", []byte(`{"model":"m","stream":true}`), false)
-	mt.Response(status, contentType, "")
-	evs := events(readFixture(t, fixture))
-	for i, ev := range evs {
-		mt.Write(ev, t0.Add(at(i)))
-	}
-	return mt.Finish(t0.Add(at(len(evs))), OutcomeUnknown, "")
+	mt := exchange{status, contentType, "/v1/chat/completions"}.start(openAIChat{}, Options{}, []byte(`{"model":"m","stream":true}`))
+	return replayPieces(mt, events(testdata(t, "openai", fixture)))
 }
 
 func TestOpenAIChatStreams(t *testing.T) {
 	const sse = "text/event-stream; charset=utf-8"
-	tests := []struct {
-		name    string
-		fixture string
-		// firstToken, firstVisible, lastToken are event indexes, -1 for none.
-		firstToken, firstVisible, lastToken int
-		usage                               Usage
-		model, id                           string
-		finish                              []string
-		outcome                             Outcome
-		errorType                           string
-		chunks                              int64
-		// firstChunk is the index of the first event; comments before it
-		// are bytes but not chunks.
-		firstChunk int
-	}{
+	tests := []dialectCase{
 		{
 			name: "include_usage chunk after finish, role chunk and obfuscation are not tokens", fixture: "chat_usage.sse",
 			firstToken: 1, firstVisible: 1, lastToken: 9,
@@ -157,23 +125,13 @@ func TestOpenAIChatStreams(t *testing.T) {
 			usage: Usage{63, 4, 0, -1, -1, UsageReported},
 			model: "gpt-oss-20b", id: "chatcmpl-llama1",
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 7,
+			timings: []ServerTiming{{"prompt", openAICompatMS(4.817)}, {"predicted", openAICompatMS(107.9)}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := replay(t, tt.fixture, 200, sse)
-			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
-			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
-			checkEventTime(t, "FirstChunk", m.FirstChunk, tt.firstChunk)
-			checkEventTime(t, "FirstByte", m.FirstByte, 0)
-			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
-			if m.Chunks != tt.chunks {
-				t.Errorf("Chunks = %d, want %d", m.Chunks, tt.chunks)
-			}
-			if !m.Streamed {
-				t.Error("Streamed = false")
-			}
+			checkStream(t, m, tt)
 			if m.MaxChunkGap != step || m.Stalls != 0 {
 				t.Errorf("MaxChunkGap %v Stalls %d, want %v 0", m.MaxChunkGap, m.Stalls, step)
 			}
@@ -182,22 +140,12 @@ func TestOpenAIChatStreams(t *testing.T) {
 }
 
 func TestOpenAIBodies(t *testing.T) {
-	tests := []struct {
-		name        string
-		fixture     string
-		status      int
-		contentType string
-		usage       Usage
-		model       string
-		finish      []string
-		outcome     Outcome
-		errorType   string
-	}{
+	tests := []dialectCase{
 		{
 			name: "non-streamed completion: usage from the body", fixture: "chat_completion.json",
 			status: 200, contentType: "application/json",
 			usage: Usage{1117, 46, 1024, -1, 0, UsageReported},
-			model: "gpt-4o-2024-08-06", finish: []string{"stop"}, outcome: OutcomeCompleted,
+			model: "gpt-4o-2024-08-06", id: "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", finish: []string{"stop"}, outcome: OutcomeCompleted,
 		},
 		{
 			name: "429 with JSON error: status is the error type, no fake counts", fixture: "error_429.json",
@@ -214,30 +162,9 @@ func TestOpenAIBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := readFixture(t, tt.fixture)
-			mt := New(openAIChat{}, Options{}, t0)
-			mt.Request("/v1/chat/completions", []byte(`{"model":"gpt-4o","max_tokens":50,"temperature":0.2,"top_p":0.9}`), false)
-			mt.Response(tt.status, tt.contentType, "")
-			// A body arrives in pieces like any other.
-			for i := 0; i < len(body); i += 100 {
-				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
-			}
-			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseModel != tt.model {
-				t.Errorf("model = %q, want %q", m.ResponseModel, tt.model)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
-			if m.FirstToken != 0 || m.Streamed {
-				t.Errorf("a non-streamed body has no token times: FirstToken %v Streamed %v", m.FirstToken, m.Streamed)
-			}
+			mt := exchange{tt.status, tt.contentType, "/v1/chat/completions"}.start(openAIChat{}, Options{}, []byte(`{"model":"gpt-4o","max_tokens":50,"temperature":0.2,"top_p":0.9}`))
+			m := readInPieces(mt, testdata(t, "openai", tt.fixture), 100)
+			checkBody(t, m, tt)
 			if m.Request.Model != "gpt-4o" || m.Request.MaxTokens != 50 || m.Request.Temperature != 0.2 || m.Request.TopP != 0.9 {
 				t.Errorf("request = %+v", m.Request)
 			}
@@ -246,11 +173,7 @@ func TestOpenAIBodies(t *testing.T) {
 }
 
 func TestRequestParameters(t *testing.T) {
-	tests := []struct {
-		name string
-		body string
-		want Request
-	}{
+	tests := []requestCase{
 		{"max_completion_tokens wins", `{"model":"o3","stream":true,"max_tokens":10,"max_completion_tokens":20,"stream_options":{"include_usage":true}}`,
 			Request{Model: "o3", Stream: true, HasStream: true, MaxTokens: 20, HasMaxTokens: true, IncludeUsage: true}},
 		{"stream false is known", `{"model":"m","stream":false,"temperature":0,"top_p":1}`,
@@ -260,15 +183,7 @@ func TestRequestParameters(t *testing.T) {
 		{"not JSON", `model=gpt-4o`, Request{}},
 		{"wrong types are ignored", `{"model":42,"stream":"yes","max_tokens":"many"}`, Request{}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r Request
-			openAIChat{}.Request(&r, "/v1/chat/completions", []byte(tt.body))
-			if r != tt.want {
-				t.Errorf("got %+v, want %+v", r, tt.want)
-			}
-		})
-	}
+	checkRequests(t, func() Dialect { return openAIChat{} }, "/v1/chat/completions", tests)
 }
 
 // TestSplitInvariance: however the bytes are cut into writes, the
@@ -280,7 +195,7 @@ func TestSplitInvariance(t *testing.T) {
 func TestStallsAndGaps(t *testing.T) {
 	mt := New(openAIChat{}, Options{StallThreshold: 500 * time.Millisecond}, t0)
 	mt.Response(200, "text/event-stream", "")
-	evs := events(readFixture(t, "chat_usage.sse"))
+	evs := events(testdata(t, "openai", "chat_usage.sse"))
 	offsets := []time.Duration{100, 300, 350, 1000, 1050, 1100, 2100, 2150, 2200, 2300, 2310, 2320, 2330}
 	for i, ev := range evs {
 		mt.Write(ev, t0.Add(offsets[i]*time.Millisecond))
@@ -301,7 +216,7 @@ func TestStallsAndGaps(t *testing.T) {
 func TestAbortKeepsPartialCounts(t *testing.T) {
 	mt := New(openAIChat{}, Options{}, t0)
 	mt.Response(200, "text/event-stream", "")
-	evs := events(readFixture(t, "chat_usage.sse"))
+	evs := events(testdata(t, "openai", "chat_usage.sse"))
 	for i, ev := range evs[:5] {
 		mt.Write(ev, t0.Add(at(i)))
 	}
@@ -319,7 +234,7 @@ func TestDegradation(t *testing.T) {
 		mt := New(openAIChat{}, Options{MaxEventSize: 700}, t0)
 		mt.Response(200, "text/event-stream", "")
 		mt.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\""+string(bytes.Repeat([]byte("x"), 1000))+"\"}}]}\n\n"), t0.Add(step))
-		mt.Write(readFixture(t, "chat_usage.sse"), t0.Add(2*step))
+		mt.Write(testdata(t, "openai", "chat_usage.sse"), t0.Add(2*step))
 		m := mt.Finish(t0.Add(3*step), OutcomeUnknown, "")
 		if m.Degraded != 1 || m.DegradedReason != "event_over_cap" || m.Usage.OutputTokens != 9 {
 			t.Errorf("Degraded %d %q usage %+v", m.Degraded, m.DegradedReason, m.Usage)
@@ -328,7 +243,7 @@ func TestDegradation(t *testing.T) {
 	t.Run("body over cap is not read", func(t *testing.T) {
 		mt := New(openAIChat{}, Options{MaxBodySize: 100}, t0)
 		mt.Response(200, "application/json", "")
-		mt.Write(readFixture(t, "chat_completion.json"), t0.Add(step))
+		mt.Write(testdata(t, "openai", "chat_completion.json"), t0.Add(step))
 		m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
 		if m.Degraded != 1 || m.Usage.Source != UsageAbsent || m.Outcome != OutcomeCompleted {
 			t.Errorf("got %+v", m)
@@ -358,35 +273,4 @@ func TestDegradation(t *testing.T) {
 // any event of any OpenAI-style fixture allocates nothing.
 func TestEventAllocations(t *testing.T) {
 	checkFixtureAllocations(t, func() Dialect { return openAIChat{} }, "openai/*.sse", "text/event-stream", events)
-}
-
-// checkEventTime checks that a measured time is the arrival time of event
-// idx of a replay (see at), or zero when idx is -1.
-func checkEventTime(t *testing.T, what string, got time.Duration, idx int) {
-	t.Helper()
-	want := time.Duration(0)
-	if idx >= 0 {
-		want = at(idx)
-	}
-	if got != want {
-		t.Errorf("%s = %v, want %v (event %d)", what, got, want, idx)
-	}
-}
-
-// checkResult checks what every dialect's replay tests expect beyond times:
-// usage, response model and id, finish reasons and outcome.
-func checkResult(t *testing.T, m *Measurement, usage Usage, model, id string, finish []string, outcome Outcome, errorType string) {
-	t.Helper()
-	if m.Usage != usage {
-		t.Errorf("Usage = %+v, want %+v", m.Usage, usage)
-	}
-	if m.ResponseModel != model || m.ResponseID != id {
-		t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, model, id)
-	}
-	if !reflect.DeepEqual(m.FinishReasons, finish) {
-		t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, finish)
-	}
-	if m.Outcome != outcome || m.ErrorType != errorType {
-		t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, outcome, errorType)
-	}
 }

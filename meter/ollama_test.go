@@ -2,20 +2,8 @@ package meter
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
-	"reflect"
 	"testing"
 )
-
-func ollamaFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "ollama", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // ollamaLines cuts an NDJSON fixture into its lines, each with its newline,
 // so a replay can give each object its own arrival time.
@@ -33,35 +21,10 @@ func ollamaLines(b []byte) [][]byte {
 	return out
 }
 
-// ollamaReplay feeds an NDJSON stream line by line, the i-th at at(i), and
-// finishes it one step after the last.
-func ollamaReplay(t testing.TB, fixture, path string) *Measurement {
-	t.Helper()
-	mt := New(ollama{}, Options{}, t0)
-	mt.Request(path, []byte(`{"model":"llama3.2","messages":[{"role":"user","content":"Why is the sky blue?"}]}`), false)
-	mt.Response(200, "application/x-ndjson", "")
-	lines := ollamaLines(ollamaFixture(t, fixture))
-	for i, l := range lines {
-		mt.Write(l, t0.Add(at(i)))
-	}
-	return mt.Finish(t0.Add(at(len(lines))), OutcomeUnknown, "")
-}
-
 func TestOllamaStreams(t *testing.T) {
-	tests := []struct {
-		name    string
-		fixture string
-		path    string
-		// firstToken, firstVisible, lastToken are line indexes, -1 for none.
-		firstToken, firstVisible, lastToken int
-		usage                               Usage
-		model                               string
-		finish                              []string
-		outcome                             Outcome
-		errorType                           string
-		timings                             []ServerTiming
-		chunks                              int64
-	}{
+	// The times are of lines, not events. Ollama names no response id: no
+	// row has one.
+	tests := []dialectCase{
 		{
 			name: "chat: content is visible, the done object carries counts and nanosecond durations", fixture: "chat.ndjson", path: "/api/chat",
 			firstToken: 0, firstVisible: 0, lastToken: 8,
@@ -125,29 +88,9 @@ func TestOllamaStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := ollamaReplay(t, tt.fixture, tt.path)
-			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
-			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
-			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseModel != tt.model || m.ResponseID != "" {
-				t.Errorf("model, id = %q, %q; want %q, \"\"", m.ResponseModel, m.ResponseID, tt.model)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
-			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
-				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
-			}
-			if m.Chunks != tt.chunks || !m.Streamed || m.Degraded != 0 {
-				t.Errorf("Chunks %d Streamed %v Degraded %d, want %d true 0", m.Chunks, m.Streamed, m.Degraded, tt.chunks)
-			}
+			mt := exchange{200, "application/x-ndjson", tt.path}.start(ollama{}, Options{}, []byte(`{"model":"llama3.2","messages":[{"role":"user","content":"Why is the sky blue?"}]}`))
+			m := replayPieces(mt, ollamaLines(testdata(t, "ollama", tt.fixture)))
+			checkStream(t, m, tt)
 			if want := map[string]string{"/api/chat": "chat", "/api/generate": "text_completion"}[tt.path]; m.Operation != want {
 				t.Errorf("Operation = %q, want %q", m.Operation, want)
 			}
@@ -156,18 +99,7 @@ func TestOllamaStreams(t *testing.T) {
 }
 
 func TestOllamaBodies(t *testing.T) {
-	tests := []struct {
-		name        string
-		fixture     string
-		status      int
-		contentType string
-		usage       Usage
-		model       string
-		finish      []string
-		outcome     Outcome
-		errorType   string
-		timings     []ServerTiming
-	}{
+	tests := []dialectCase{
 		{
 			name: "stream:false body has the same fields as the last line", fixture: "chat_nonstream.json",
 			status: 200, contentType: "application/json; charset=utf-8",
@@ -191,32 +123,9 @@ func TestOllamaBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := ollamaFixture(t, tt.fixture)
-			mt := New(ollama{}, Options{}, t0)
-			mt.Request("/api/chat", []byte(`{"model":"llama3.2","stream":false,"options":{"num_predict":128,"temperature":0.2,"top_p":0.9}}`), false)
-			mt.Response(tt.status, tt.contentType, "")
-			for i := 0; i < len(body); i += 100 {
-				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
-			}
-			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if m.ResponseModel != tt.model {
-				t.Errorf("model = %q, want %q", m.ResponseModel, tt.model)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
-			if !reflect.DeepEqual(m.ServerTimings, tt.timings) {
-				t.Errorf("ServerTimings = %v, want %v", m.ServerTimings, tt.timings)
-			}
-			if m.FirstToken != 0 || m.Streamed {
-				t.Errorf("a non-streamed body has no token times: FirstToken %v Streamed %v", m.FirstToken, m.Streamed)
-			}
+			mt := exchange{tt.status, tt.contentType, "/api/chat"}.start(ollama{}, Options{}, []byte(`{"model":"llama3.2","stream":false,"options":{"num_predict":128,"temperature":0.2,"top_p":0.9}}`))
+			m := readInPieces(mt, testdata(t, "ollama", tt.fixture), 100)
+			checkBody(t, m, tt)
 			want := Request{Model: "llama3.2", HasStream: true, MaxTokens: 128, HasMaxTokens: true, Temperature: 0.2, HasTemperature: true, TopP: 0.9, HasTopP: true}
 			if m.Request != want {
 				t.Errorf("request = %+v, want %+v", m.Request, want)
@@ -226,11 +135,7 @@ func TestOllamaBodies(t *testing.T) {
 }
 
 func TestOllamaRequest(t *testing.T) {
-	tests := []struct {
-		name string
-		body string
-		want Request
-	}{
+	tests := []requestCase{
 		{"stream absent means Ollama's default, true", `{"model":"llama3.2","messages":[]}`,
 			Request{Model: "llama3.2", Stream: true, HasStream: true}},
 		{"options hold the sampling parameters", `{"model":"m","stream":true,"options":{"num_predict":64,"temperature":0,"top_p":1}}`,
@@ -241,15 +146,7 @@ func TestOllamaRequest(t *testing.T) {
 			Request{Model: "m", Stream: true, HasStream: true}},
 		{"not JSON", `model=m`, Request{Stream: true, HasStream: true}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r Request
-			ollama{}.Request(&r, "/api/chat", []byte(tt.body))
-			if r != tt.want {
-				t.Errorf("got %+v, want %+v", r, tt.want)
-			}
-		})
-	}
+	checkRequests(t, func() Dialect { return ollama{} }, "/api/chat", tests)
 }
 
 // TestOllamaDetection checks the paths of the three native dialects in this

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,43 +11,8 @@ import (
 	"github.com/tiktoken-go/tokenizer"
 )
 
-func responsesFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "responses", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// responsesReplay feeds a fixture event by event, the i-th at at(i), and
-// finishes one step after the last.
-func responsesReplay(t testing.TB, fixture string) *Measurement {
-	t.Helper()
-	mt := New(openAIResponses{}, Options{}, t0)
-	mt.Request("/v1/responses", []byte(`{"model":"gpt-5","stream":true}`), false)
-	mt.Response(200, "text/event-stream; charset=utf-8", "")
-	evs := events(responsesFixture(t, fixture))
-	for i, ev := range evs {
-		mt.Write(ev, t0.Add(at(i)))
-	}
-	return mt.Finish(t0.Add(at(len(evs))), OutcomeUnknown, "")
-}
-
 func TestOpenAIResponsesStreams(t *testing.T) {
-	tests := []struct {
-		name    string
-		fixture string
-		// firstToken, firstVisible, lastToken are event indexes, -1 for none.
-		firstToken, firstVisible, lastToken int
-		outputEvents                        int64
-		usage                               Usage
-		model, id                           string
-		finish                              []string
-		outcome                             Outcome
-		errorType                           string
-		chunks                              int64
-	}{
+	tests := []dialectCase{
 		{
 			name: "text: created, in_progress, added and done events are not tokens; completed without its blank line", fixture: "text.sse",
 			firstToken: 4, firstVisible: 4, lastToken: 14, outputEvents: 11,
@@ -130,39 +93,21 @@ func TestOpenAIResponsesStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := responsesReplay(t, tt.fixture)
-			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
-			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
-			checkEventTime(t, "FirstChunk", m.FirstChunk, 0)
+			mt := exchange{200, "text/event-stream; charset=utf-8", "/v1/responses"}.start(openAIResponses{}, Options{}, []byte(`{"model":"gpt-5","stream":true}`))
+			m := replayPieces(mt, events(testdata(t, "responses", tt.fixture)))
+			checkStream(t, m, tt)
 			if m.OutputEvents != tt.outputEvents {
 				t.Errorf("OutputEvents = %d, want %d", m.OutputEvents, tt.outputEvents)
 			}
-			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
-			if m.Chunks != tt.chunks || !m.Streamed {
-				t.Errorf("Chunks = %d Streamed %v, want %d true", m.Chunks, m.Streamed, tt.chunks)
-			}
-			if m.ServerTimings != nil {
-				t.Errorf("ServerTimings = %v, the Responses API reports none", m.ServerTimings)
-			}
-			if m.Degraded != 0 || m.Operation != "chat" || m.Dialect != "openai_responses" {
-				t.Errorf("Degraded %d %q, operation %q, dialect %q", m.Degraded, m.DegradedReason, m.Operation, m.Dialect)
+			if m.Operation != "chat" || m.Dialect != "openai_responses" {
+				t.Errorf("operation %q, dialect %q", m.Operation, m.Dialect)
 			}
 		})
 	}
 }
 
 func TestOpenAIResponsesBodies(t *testing.T) {
-	tests := []struct {
-		name      string
-		fixture   string
-		status    int
-		usage     Usage
-		model, id string
-		finish    []string
-		outcome   Outcome
-		errorType string
-	}{
+	tests := []dialectCase{
 		{
 			name: "non-streamed response: usage with cached and reasoning tokens", fixture: "response.json", status: 200,
 			usage: Usage{1336, 254, 1152, -1, 192, UsageReported},
@@ -188,18 +133,9 @@ func TestOpenAIResponsesBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := responsesFixture(t, tt.fixture)
-			mt := New(openAIResponses{}, Options{}, t0)
-			mt.Request("/v1/responses", []byte(`{"model":"o4-mini","max_output_tokens":300,"temperature":0.2,"top_p":0.9}`), false)
-			mt.Response(tt.status, "application/json", "")
-			for i := 0; i < len(body); i += 100 {
-				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
-			}
-			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-			checkResult(t, m, tt.usage, tt.model, tt.id, tt.finish, tt.outcome, tt.errorType)
-			if m.FirstToken != 0 || m.Streamed || m.ServerTimings != nil {
-				t.Errorf("a body has no token times or server timings: FirstToken %v Streamed %v %v", m.FirstToken, m.Streamed, m.ServerTimings)
-			}
+			mt := exchange{tt.status, "application/json", "/v1/responses"}.start(openAIResponses{}, Options{}, []byte(`{"model":"o4-mini","max_output_tokens":300,"temperature":0.2,"top_p":0.9}`))
+			m := readInPieces(mt, testdata(t, "responses", tt.fixture), 100)
+			checkBody(t, m, tt)
 			want := Request{Model: "o4-mini", MaxTokens: 300, HasMaxTokens: true, Temperature: 0.2, HasTemperature: true, TopP: 0.9, HasTopP: true}
 			if m.Request != want {
 				t.Errorf("request = %+v, want %+v", m.Request, want)
@@ -209,11 +145,7 @@ func TestOpenAIResponsesBodies(t *testing.T) {
 }
 
 func TestOpenAIResponsesRequest(t *testing.T) {
-	tests := []struct {
-		name string
-		body string
-		want Request
-	}{
+	tests := []requestCase{
 		{"all parameters", `{"model":"gpt-5","input":"hi","stream":true,"max_output_tokens":500,"temperature":0.5,"top_p":1}`,
 			Request{Model: "gpt-5", Stream: true, HasStream: true, MaxTokens: 500, HasMaxTokens: true, Temperature: 0.5, HasTemperature: true, TopP: 1, HasTopP: true}},
 		{"Chat's max_tokens is not the Responses limit", `{"model":"gpt-5","max_tokens":5,"stream":false}`,
@@ -221,15 +153,7 @@ func TestOpenAIResponsesRequest(t *testing.T) {
 		{"prefix of a long body still gives the model", `{"model":"gpt-4.1","input":[{"role":"user","content":"aaaa`, Request{Model: "gpt-4.1"}},
 		{"wrong types are ignored", `{"model":["x"],"stream":1,"max_output_tokens":"9"}`, Request{}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r Request
-			openAIResponses{}.Request(&r, "/v1/responses", []byte(tt.body))
-			if r != tt.want {
-				t.Errorf("got %+v, want %+v", r, tt.want)
-			}
-		})
-	}
+	checkRequests(t, func() Dialect { return openAIResponses{} }, "/v1/responses", tests)
 }
 
 func TestOpenAIResponsesDetect(t *testing.T) {

@@ -1,48 +1,11 @@
 package meter
 
-import (
-	"os"
-	"path/filepath"
-	"reflect"
-	"testing"
-)
-
-func tgiFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "tgi", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// tgiReplay feeds a /generate_stream response event by event, the i-th at
-// at(i), and finishes it one step after the last.
-func tgiReplay(t testing.TB, fixture string) *Measurement {
-	t.Helper()
-	mt := New(tgi{}, Options{}, t0)
-	mt.Request("/generate_stream", []byte(`{"inputs":"What is Deep Learning?","parameters":{"max_new_tokens":20,"details":true}}`), false)
-	mt.Response(200, "text/event-stream", "")
-	evs := events(tgiFixture(t, fixture))
-	for i, ev := range evs {
-		mt.Write(ev, t0.Add(at(i)))
-	}
-	return mt.Finish(t0.Add(at(len(evs))), OutcomeUnknown, "")
-}
+import "testing"
 
 func TestTGIStreams(t *testing.T) {
-	tests := []struct {
-		name    string
-		fixture string
-		// firstToken, firstVisible, lastToken are event indexes, -1 for none;
-		// firstChunk is the first event that is not a comment.
-		firstToken, firstVisible, lastToken, firstChunk int
-		usage                                           Usage
-		finish                                          []string
-		outcome                                         Outcome
-		errorType                                       string
-		chunks                                          int64
-	}{
+	// TGI serves one model and never names it in a response: no row has a
+	// model or id.
+	tests := []dialectCase{
 		{
 			name: "data: without a space; the final special token counts but is not visible; input_length is input", fixture: "generate_stream.sse",
 			firstToken: 0, firstVisible: 0, lastToken: 9,
@@ -82,27 +45,10 @@ func TestTGIStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := tgiReplay(t, tt.fixture)
-			checkEventTime(t, "FirstToken", m.FirstToken, tt.firstToken)
-			checkEventTime(t, "FirstVisibleToken", m.FirstVisibleToken, tt.firstVisible)
-			checkEventTime(t, "LastToken", m.LastToken, tt.lastToken)
-			checkEventTime(t, "FirstChunk", m.FirstChunk, tt.firstChunk)
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			// TGI serves one model and never names it in a response.
-			if m.ResponseModel != "" || m.ResponseID != "" || m.Request.Model != "" {
-				t.Errorf("model, id, request model = %q, %q, %q; want none", m.ResponseModel, m.ResponseID, m.Request.Model)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
-			if m.Chunks != tt.chunks || !m.Streamed || m.Degraded != 0 || m.ServerTimings != nil {
-				t.Errorf("Chunks %d Streamed %v Degraded %d ServerTimings %v, want %d true 0 none", m.Chunks, m.Streamed, m.Degraded, m.ServerTimings, tt.chunks)
-			}
+			mt := exchange{200, "text/event-stream", "/generate_stream"}.start(tgi{}, Options{}, []byte(`{"inputs":"What is Deep Learning?","parameters":{"max_new_tokens":20,"details":true}}`))
+			m := replayPieces(mt, events(testdata(t, "tgi", tt.fixture)))
+			checkStream(t, m, tt)
+			// No model: TGI's request does not name one either.
 			want := Request{Stream: true, HasStream: true, MaxTokens: 20, HasMaxTokens: true}
 			if m.Operation != "text_completion" || m.Request != want {
 				t.Errorf("Operation %q Request %+v, want text_completion %+v", m.Operation, m.Request, want)
@@ -112,15 +58,7 @@ func TestTGIStreams(t *testing.T) {
 }
 
 func TestTGIBodies(t *testing.T) {
-	tests := []struct {
-		name      string
-		fixture   string
-		status    int
-		usage     Usage
-		finish    []string
-		outcome   Outcome
-		errorType string
-	}{
+	tests := []dialectCase{
 		{
 			name: "/generate with details: generated_tokens, prefill length is input", fixture: "generate.json", status: 200,
 			usage:  Usage{6, 10, -1, -1, -1, UsageReported},
@@ -144,26 +82,9 @@ func TestTGIBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := tgiFixture(t, tt.fixture)
-			mt := New(tgi{}, Options{}, t0)
-			mt.Request("/generate", []byte(`{"inputs":"What is Deep Learning?","parameters":{"max_new_tokens":20,"temperature":0.5,"top_p":0.95,"details":true,"decoder_input_details":true}}`), false)
-			mt.Response(tt.status, "application/json", "")
-			for i := 0; i < len(body); i += 100 {
-				mt.Write(body[i:min(i+100, len(body))], t0.Add(step))
-			}
-			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
-			if m.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
-			}
-			if !reflect.DeepEqual(m.FinishReasons, tt.finish) {
-				t.Errorf("FinishReasons = %q, want %q", m.FinishReasons, tt.finish)
-			}
-			if m.Outcome != tt.outcome || m.ErrorType != tt.errorType {
-				t.Errorf("outcome = %v %q, want %v %q", m.Outcome, m.ErrorType, tt.outcome, tt.errorType)
-			}
-			if m.FirstToken != 0 || m.Streamed {
-				t.Errorf("a non-streamed body has no token times: FirstToken %v Streamed %v", m.FirstToken, m.Streamed)
-			}
+			mt := exchange{tt.status, "application/json", "/generate"}.start(tgi{}, Options{}, []byte(`{"inputs":"What is Deep Learning?","parameters":{"max_new_tokens":20,"temperature":0.5,"top_p":0.95,"details":true,"decoder_input_details":true}}`))
+			m := readInPieces(mt, testdata(t, "tgi", tt.fixture), 100)
+			checkBody(t, m, tt)
 			want := Request{HasStream: true, MaxTokens: 20, HasMaxTokens: true, Temperature: 0.5, HasTemperature: true, TopP: 0.95, HasTopP: true}
 			if m.Request != want || m.Operation != "text_completion" {
 				t.Errorf("Operation %q request = %+v, want %+v", m.Operation, m.Request, want)
