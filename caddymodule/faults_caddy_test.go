@@ -195,6 +195,9 @@ func providerRefs() (traceRefs, meterRefs int) {
 	return traceRefs, meterRefs
 }
 
+// waitAnswers waits until url answers HTTP at all, so that a test's first
+// request meets a running server, not a refused connection. The stats
+// tests wait for their instances with it too.
 func waitAnswers(t *testing.T, url string) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
@@ -222,6 +225,8 @@ func (fc *faultsCaddy) log(t *testing.T) string {
 	return string(b)
 }
 
+// lastLines returns the last n lines of s: the end of a log or an output is
+// where a failure shows, and all of it would drown the test's report.
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

@@ -22,19 +22,7 @@ import (
 // request is cancelled, the span says client_abort, and no goroutine is
 // left behind.
 func TestClientFaults(t *testing.T) {
-	faultsExportEnv(t, "http://"+faultsOTLPAddr)
-	sink := startFaultsSink(t)
-	t.Cleanup(sink.Close)
-	up := startFaultsUpstream(t)
-	startFaultsCaddy(t, `
-http://`+faultsProxyAddr+` {
-	bind 127.0.0.1
-	handle_path /up/* {
-		tokentap
-		reverse_proxy `+faultsUpstreamAddr+`
-	}
-}
-`)
+	sink, up := startFaultsStack(t, faultsUpSite)
 	tests := []struct {
 		name string
 		// events is how many events the client reads before it leaves
@@ -187,19 +175,7 @@ const slowReaderTotal = 64 << 20
 // process's heap stays flat; then the client reads the rest at full speed
 // and gets every byte.
 func TestSlowReader(t *testing.T) {
-	faultsExportEnv(t, "http://"+faultsOTLPAddr)
-	sink := startFaultsSink(t)
-	t.Cleanup(sink.Close)
-	up := startFaultsUpstream(t)
-	startFaultsCaddy(t, `
-http://`+faultsProxyAddr+` {
-	bind 127.0.0.1
-	handle_path /up/* {
-		tokentap
-		reverse_proxy `+faultsUpstreamAddr+`
-	}
-}
-`)
+	sink, up := startFaultsStack(t, faultsUpSite)
 	var written atomic.Int64
 	sent := make(chan [32]byte, 1)
 	up.handle("/firehose", func(w http.ResponseWriter, r *http.Request) {

@@ -313,15 +313,6 @@ func TestExporterFaults(t *testing.T) {
 
 	up := startFaultsUpstream(t)
 	registerProbeUpstream(up)
-	site := `
-http://` + faultsProxyAddr + ` {
-	bind 127.0.0.1
-	handle_path /up/* {
-		tokentap
-		reverse_proxy ` + faultsUpstreamAddr + `
-	}
-}
-`
 	faults := []exporterFault{
 		{
 			name: "healthy",
@@ -365,7 +356,7 @@ http://` + faultsProxyAddr + ` {
 				}
 			}
 			defer stopFault()
-			fc := startFaultsCaddy(t, site)
+			fc := startFaultsCaddy(t, faultsUpSite)
 			before := spanExportCounts()
 			runtime.GC()
 			var m0 runtime.MemStats

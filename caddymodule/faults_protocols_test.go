@@ -120,9 +120,7 @@ func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) 
 // over TLS arrives byte for byte as the simulator sends it straight to a
 // client, and is measured the same way.
 func TestProtocols(t *testing.T) {
-	faultsExportEnv(t, "http://"+faultsOTLPAddr)
-	sink := startFaultsSink(t)
-	t.Cleanup(sink.Close)
+	sink := startFaultsExport(t)
 	startFaultsUpstream(t)
 	_, pool := startProtocolsCaddy(t)
 
@@ -195,9 +193,7 @@ func TestProtocols(t *testing.T) {
 // 100 Continue, the upstream gets the whole upload, and tokentap reads the
 // model from it.
 func TestExpectContinue(t *testing.T) {
-	faultsExportEnv(t, "http://"+faultsOTLPAddr)
-	sink := startFaultsSink(t)
-	t.Cleanup(sink.Close)
+	sink := startFaultsExport(t)
 	up := startFaultsUpstream(t)
 	startProtocolsCaddy(t)
 	received := make(chan [32]byte, 1)
@@ -256,9 +252,7 @@ func TestExpectContinue(t *testing.T) {
 // (tokentap injects no traceparent), carry bytes both ways unchanged, and
 // produce no span.
 func TestUpgradesPassThrough(t *testing.T) {
-	faultsExportEnv(t, "http://"+faultsOTLPAddr)
-	sink := startFaultsSink(t)
-	t.Cleanup(sink.Close)
+	sink := startFaultsExport(t)
 	up := startFaultsUpstream(t)
 	startProtocolsCaddy(t)
 	tests := []struct {

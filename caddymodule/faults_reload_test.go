@@ -52,9 +52,7 @@ const reloads = 50
 // TracerProvider and MeterProvider are held by exactly the running config's
 // two handlers and the goroutines are back to their baseline.
 func TestReloadsUnderStreams(t *testing.T) {
-	faultsExportEnv(t, "http://"+faultsOTLPAddr)
-	sink := startFaultsSink(t)
-	t.Cleanup(sink.Close)
+	sink := startFaultsExport(t)
 	site := func(i int) string { return strings.ReplaceAll(reloadSite, "STALL", fmt.Sprintf("%dms", 1000+i)) }
 	// Streams must outlive reloads: the old servers wait for them.
 	fc := startFaultsCaddyGrace(t, site(0), "60s")

@@ -146,11 +146,7 @@ type upstreamFault struct {
 // exactly the bytes the upstream sent (sha256), and the span, as exported
 // over OTLP, ends with an outcome that says what happened.
 func TestUpstreamFaults(t *testing.T) {
-	faultsExportEnv(t, "http://"+faultsOTLPAddr)
-	sink := startFaultsSink(t)
-	t.Cleanup(sink.Close)
-	up := startFaultsUpstream(t)
-	startFaultsCaddy(t, `
+	sink, up := startFaultsStack(t, `
 http://`+faultsProxyAddr+` {
 	bind 127.0.0.1
 	handle_path /up/* {

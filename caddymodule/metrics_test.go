@@ -216,7 +216,7 @@ func metricsStreamed() *meter.Measurement {
 		End:           1200 * time.Millisecond,
 		Chunks:        11,
 		MaxChunkGap:   150 * time.Millisecond,
-		Usage:         meter.Usage{InputTokens: 50, OutputTokens: 101, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageReported},
+		Usage:         metricsUsage(50, 101, meter.UsageReported),
 		ResponseModel: "gpt-4o-mini-2024-07-18",
 		Outcome:       meter.OutcomeCompleted,
 	}
@@ -224,6 +224,13 @@ func metricsStreamed() *meter.Measurement {
 	m.ChunkGaps.Count[4], m.ChunkGaps.Sum[4] = 8, 8*120*time.Millisecond
 	m.ChunkGaps.Count[0], m.ChunkGaps.Sum[0] = 2, 15*time.Millisecond
 	return m
+}
+
+// metricsUsage is usage without cache or reasoning counts (-1: not
+// reported): the metrics record only input and output tokens, so those are
+// all a case has to say.
+func metricsUsage(input, output int64, source meter.UsageSource) meter.Usage {
+	return meter.Usage{InputTokens: input, OutputTokens: output, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: source}
 }
 
 // TestMetricPoints: what each kind of exchange records, with which
@@ -266,6 +273,25 @@ func TestMetricPoints(t *testing.T) {
 		}
 		return want{a, 1, n}
 	}
+	// streamed is what metricsStreamed records, every point with attrs:
+	// the five timing points, its output rate at outputRate tokens/s, and
+	// the token usage points given (none: no token usage recorded).
+	streamed := func(attrs map[string]any, outputRate float64, usage ...want) map[string][]want {
+		w := map[string][]want{
+			"gen_ai.client.operation.duration":              {{attrs, 1, 1.2}},
+			"gen_ai.client.operation.time_to_first_chunk":   {{attrs, 1, 0.1}},
+			"gen_ai.client.operation.time_per_output_chunk": {{attrs, 10, 0.975}},
+			"tokentap.time_to_first_token":                  {{attrs, 1, 0.12}},
+			"tokentap.output_tokens_per_second":             {{attrs, 1, outputRate}},
+		}
+		if len(usage) > 0 {
+			w["gen_ai.client.token.usage"] = usage
+		}
+		return w
+	}
+	injected := with(map[string]any{"tokentap.usage.source": "injected"})
+	estimated := with(map[string]any{"tokentap.usage.source": "estimated"})
+	serverError := with(map[string]any{"error.type": "server_error"})
 
 	tests := []struct {
 		name  string
@@ -279,14 +305,7 @@ func TestMetricPoints(t *testing.T) {
 			name:  "stream with reported usage",
 			m:     metricsStreamed,
 			attrs: base,
-			want: map[string][]want{
-				"gen_ai.client.operation.duration":              {{base, 1, 1.2}},
-				"gen_ai.client.operation.time_to_first_chunk":   {{base, 1, 0.1}},
-				"gen_ai.client.operation.time_per_output_chunk": {{base, 10, 0.975}},
-				"tokentap.time_to_first_token":                  {{base, 1, 0.12}},
-				"tokentap.output_tokens_per_second":             {{base, 1, 100}},
-				"gen_ai.client.token.usage":                     {tokens(base, "input", 50), tokens(base, "output", 101)},
-			},
+			want:  streamed(base, 100, tokens(base, "input", 50), tokens(base, "output", 101)),
 		},
 		{
 			name: "stream with usage injected on request",
@@ -295,49 +314,26 @@ func TestMetricPoints(t *testing.T) {
 				m.Usage.Source = meter.UsageInjected
 				return m
 			},
-			attrs: with(map[string]any{"tokentap.usage.source": "injected"}),
-			want: map[string][]want{
-				"gen_ai.client.operation.duration":              {{with(map[string]any{"tokentap.usage.source": "injected"}), 1, 1.2}},
-				"gen_ai.client.operation.time_to_first_chunk":   {{with(map[string]any{"tokentap.usage.source": "injected"}), 1, 0.1}},
-				"gen_ai.client.operation.time_per_output_chunk": {{with(map[string]any{"tokentap.usage.source": "injected"}), 10, 0.975}},
-				"tokentap.time_to_first_token":                  {{with(map[string]any{"tokentap.usage.source": "injected"}), 1, 0.12}},
-				"tokentap.output_tokens_per_second":             {{with(map[string]any{"tokentap.usage.source": "injected"}), 1, 100}},
-				"gen_ai.client.token.usage": {
-					tokens(with(map[string]any{"tokentap.usage.source": "injected"}), "input", 50),
-					tokens(with(map[string]any{"tokentap.usage.source": "injected"}), "output", 101),
-				},
-			},
+			attrs: injected,
+			want:  streamed(injected, 100, tokens(injected, "input", 50), tokens(injected, "output", 101)),
 		},
 		{
 			name: "stream without usage: estimated output, no token usage",
 			m: func() *meter.Measurement {
 				m := metricsStreamed()
-				m.Usage = meter.Usage{InputTokens: -1, OutputTokens: 51, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageEstimated}
+				m.Usage = metricsUsage(-1, 51, meter.UsageEstimated)
 				return m
 			},
-			want: map[string][]want{
-				"gen_ai.client.operation.duration":              {{with(map[string]any{"tokentap.usage.source": "estimated"}), 1, 1.2}},
-				"gen_ai.client.operation.time_to_first_chunk":   {{with(map[string]any{"tokentap.usage.source": "estimated"}), 1, 0.1}},
-				"gen_ai.client.operation.time_per_output_chunk": {{with(map[string]any{"tokentap.usage.source": "estimated"}), 10, 0.975}},
-				"tokentap.time_to_first_token":                  {{with(map[string]any{"tokentap.usage.source": "estimated"}), 1, 0.12}},
-				"tokentap.output_tokens_per_second":             {{with(map[string]any{"tokentap.usage.source": "estimated"}), 1, 50}},
-			},
+			want: streamed(estimated, 50),
 		},
 		{
 			name: "estimated output with reported input: only the input metricPoint",
 			m: func() *meter.Measurement {
 				m := metricsStreamed()
-				m.Usage = meter.Usage{InputTokens: 12, OutputTokens: 51, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageEstimated}
+				m.Usage = metricsUsage(12, 51, meter.UsageEstimated)
 				return m
 			},
-			want: map[string][]want{
-				"gen_ai.client.operation.duration":              {{with(map[string]any{"tokentap.usage.source": "estimated"}), 1, 1.2}},
-				"gen_ai.client.operation.time_to_first_chunk":   {{with(map[string]any{"tokentap.usage.source": "estimated"}), 1, 0.1}},
-				"gen_ai.client.operation.time_per_output_chunk": {{with(map[string]any{"tokentap.usage.source": "estimated"}), 10, 0.975}},
-				"tokentap.time_to_first_token":                  {{with(map[string]any{"tokentap.usage.source": "estimated"}), 1, 0.12}},
-				"tokentap.output_tokens_per_second":             {{with(map[string]any{"tokentap.usage.source": "estimated"}), 1, 50}},
-				"gen_ai.client.token.usage":                     {tokens(with(map[string]any{"tokentap.usage.source": "estimated"}), "input", 12)},
-			},
+			want: streamed(estimated, 50, tokens(estimated, "input", 12)),
 		},
 		{
 			name: "non-streamed JSON: duration and tokens only",
@@ -345,7 +341,7 @@ func TestMetricPoints(t *testing.T) {
 				return &meter.Measurement{
 					Operation: "chat", Request: meter.Request{Model: "gpt-4o-mini"},
 					StatusCode: 200, FirstByte: 700 * time.Millisecond, End: 750 * time.Millisecond,
-					Usage:         meter.Usage{InputTokens: 20, OutputTokens: 7, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageReported},
+					Usage:         metricsUsage(20, 7, meter.UsageReported),
 					ResponseModel: "gpt-4o-mini-2024-07-18", Outcome: meter.OutcomeCompleted,
 				}
 			},
@@ -360,7 +356,7 @@ func TestMetricPoints(t *testing.T) {
 				return &meter.Measurement{
 					Operation: "chat", Request: meter.Request{Model: "gpt-4o-mini", Stream: true},
 					StatusCode: 429, FirstByte: 30 * time.Millisecond, End: 31 * time.Millisecond,
-					Usage:   meter.Usage{InputTokens: -1, OutputTokens: -1, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1},
+					Usage:   metricsUsage(-1, -1, meter.UsageAbsent),
 					Outcome: meter.OutcomeUpstreamError, ErrorType: "429",
 				}
 			},
@@ -376,15 +372,15 @@ func TestMetricPoints(t *testing.T) {
 					StatusCode: 200, Streamed: true, FirstByte: 40 * time.Millisecond, FirstChunk: 40 * time.Millisecond, End: 60 * time.Millisecond,
 					Chunks: 2, MaxChunkGap: 20 * time.Millisecond,
 					ChunkGaps:     meter.ChunkGaps{Count: [meter.ChunkGapBuckets]uint32{1: 1}, Sum: [meter.ChunkGapBuckets]time.Duration{1: 20 * time.Millisecond}},
-					Usage:         meter.Usage{InputTokens: 9, OutputTokens: -1, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageReported},
+					Usage:         metricsUsage(9, -1, meter.UsageReported),
 					ResponseModel: "gpt-4o-mini-2024-07-18", Outcome: meter.OutcomeUpstreamError, ErrorType: "server_error",
 				}
 			},
 			want: map[string][]want{
-				"gen_ai.client.operation.duration":              {{with(map[string]any{"error.type": "server_error"}), 1, 0.06}},
-				"gen_ai.client.operation.time_to_first_chunk":   {{with(map[string]any{"error.type": "server_error"}), 1, 0.04}},
-				"gen_ai.client.operation.time_per_output_chunk": {{with(map[string]any{"error.type": "server_error"}), 1, 0.02}},
-				"gen_ai.client.token.usage":                     {tokens(with(map[string]any{"error.type": "server_error"}), "input", 9)},
+				"gen_ai.client.operation.duration":              {{serverError, 1, 0.06}},
+				"gen_ai.client.operation.time_to_first_chunk":   {{serverError, 1, 0.04}},
+				"gen_ai.client.operation.time_per_output_chunk": {{serverError, 1, 0.02}},
+				"gen_ai.client.token.usage":                     {tokens(serverError, "input", 9)},
 			},
 		},
 		{
@@ -392,7 +388,7 @@ func TestMetricPoints(t *testing.T) {
 			m: func() *meter.Measurement {
 				return &meter.Measurement{
 					Operation: "chat", Request: meter.Request{Model: "gpt-4o-mini"}, End: 3 * time.Millisecond,
-					Usage:   meter.Usage{InputTokens: -1, OutputTokens: -1, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1},
+					Usage:   metricsUsage(-1, -1, meter.UsageAbsent),
 					Outcome: meter.OutcomeUpstreamError, ErrorType: "502",
 				}
 			},
@@ -407,7 +403,7 @@ func TestMetricPoints(t *testing.T) {
 			m: func() *meter.Measurement {
 				return &meter.Measurement{
 					Operation: "chat", Request: meter.Request{Model: "gpt\xff-4o"}, End: time.Second,
-					Usage:         meter.Usage{InputTokens: -1, OutputTokens: -1, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1},
+					Usage:         metricsUsage(-1, -1, meter.UsageAbsent),
 					ResponseModel: "\xc3(", Outcome: meter.OutcomeCompleted,
 				}
 			},

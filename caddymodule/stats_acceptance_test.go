@@ -133,8 +133,8 @@ func startStatsCaddy(t *testing.T) {
 		t.Fatalf("loading the config (ports %s, %s, %s): %v", statsAdmin1, statsProxy1, statsSim1, err)
 	}
 	t.Cleanup(func() { stopStatsCaddy(t) })
-	statsWaitAnswers(t, "http://"+statsAdmin1+"/tokentap/stats")
-	statsWaitAnswers(t, "http://"+statsProxy1+"/")
+	waitAnswers(t, "http://"+statsAdmin1+"/tokentap/stats")
+	waitAnswers(t, "http://"+statsProxy1+"/")
 }
 
 // startStatsInstance runs a second instance in a child process: this test
@@ -170,7 +170,7 @@ func startStatsInstance(t *testing.T) {
 			<-done
 		}
 		if t.Failed() {
-			t.Logf("second instance's output:\n%s", statsLastLines(out.String(), 40))
+			t.Logf("second instance's output:\n%s", lastLines(out.String(), 40))
 		}
 	})
 	client := &http.Client{Timeout: time.Second}
@@ -193,7 +193,7 @@ func startStatsInstance(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	statsWaitAnswers(t, "http://"+statsProxy2+"/")
+	waitAnswers(t, "http://"+statsProxy2+"/")
 }
 
 // TestStatsInstanceProcess is the second instance of TestStatsAcceptance,
@@ -250,7 +250,7 @@ func TestAdminAPIThroughCaddy(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(b), tt.wantBody) {
-				t.Errorf("%d %s, want %d with %s", resp.StatusCode, statsLastLines(string(b), 5), tt.wantStatus, tt.wantBody)
+				t.Errorf("%d %s, want %d with %s", resp.StatusCode, lastLines(string(b), 5), tt.wantStatus, tt.wantBody)
 			}
 		})
 	}
@@ -524,31 +524,4 @@ func stopStatsCaddy(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// statsWaitAnswers waits until url answers HTTP at all.
-func statsWaitAnswers(t *testing.T, url string) {
-	t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not answer: %v", url, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// statsLastLines returns the last n lines of s.
-func statsLastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

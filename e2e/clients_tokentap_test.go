@@ -5,10 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -128,14 +127,10 @@ http://:` + clientsSimulatorPort + ` {
 // clientsTokentap is a running tokentap binary with the OTLP sink it exports
 // its spans to.
 type clientsTokentap struct {
+	*tokentapProc
 	sink *otlpsink.Sink
 	// accessLog is the file of the access log, when the config has one.
 	accessLog string
-
-	cmd     *exec.Cmd
-	out     *syncBuffer
-	exited  chan struct{}
-	waitErr error
 }
 
 // startClientsTokentap writes caddyfile (with ACCESS_LOG replaced by a file
@@ -146,11 +141,7 @@ func startClientsTokentap(t *testing.T, caddyfile string, ready ...string) *clie
 	t.Helper()
 	bin := clientsBinary(t)
 	dir := t.TempDir()
-	p := &clientsTokentap{accessLog: filepath.Join(dir, "access.log"), out: &syncBuffer{}, exited: make(chan struct{})}
-	config := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(config, []byte(strings.ReplaceAll(caddyfile, "ACCESS_LOG", p.accessLog)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	p := &clientsTokentap{accessLog: filepath.Join(dir, "access.log")}
 	sink, err := otlpsink.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -160,36 +151,26 @@ func startClientsTokentap(t *testing.T, caddyfile string, ready ...string) *clie
 	// spans flushed at shutdown still find the sink listening.
 	t.Cleanup(sink.Close)
 
-	p.cmd = exec.Command(bin, "run", "--config", config, "--adapter", "caddyfile")
-	p.cmd.Dir = dir
-	p.cmd.Env = append(clientsEnv(),
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+sink.Endpoint(),
-		"OTEL_EXPORTER_OTLP_INSECURE=true",
-		"OTEL_BSP_SCHEDULE_DELAY=100", // ms: spans reach the sink quickly
-		"OTEL_SERVICE_NAME=tokentap-clients-test",
-		// Caddy keeps its autosaved config and data under these; the
-		// test must not touch the user's.
-		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
-		"XDG_DATA_HOME="+filepath.Join(dir, "data"),
-	)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.WaitDelay = clientsStopTimeout
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		if err := p.stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("tokentap output:\n%s", p.out.String())
-		}
+	p.tokentapProc = startTokentapProc(t, tokentapRun{
+		name:      "tokentap",
+		bin:       bin,
+		dir:       dir,
+		caddyfile: strings.ReplaceAll(caddyfile, "ACCESS_LOG", p.accessLog),
+		env: append(clientsEnv(),
+			"OTEL_EXPORTER_OTLP_ENDPOINT="+sink.Endpoint(),
+			"OTEL_EXPORTER_OTLP_INSECURE=true",
+			"OTEL_BSP_SCHEDULE_DELAY=100", // ms: spans reach the sink quickly
+			"OTEL_SERVICE_NAME=tokentap-clients-test",
+		),
+		waitDelay:   clientsStopTimeout,
+		stopTimeout: clientsStopTimeout,
+		afterStop: func(out string) {
+			if t.Failed() {
+				t.Logf("tokentap output:\n%s", out)
+			}
+		},
 	})
-	p.waitReady(t, append(ready, "http://localhost:"+clientsAdminPort+"/config/")...)
+	p.waitReady(t, clientsStartTimeout, append(ready, "http://localhost:"+clientsAdminPort+"/config/")...)
 	return p
 }
 
@@ -206,50 +187,6 @@ func clientsEnv() []string {
 		}
 		return false
 	})
-}
-
-func (p *clientsTokentap) waitReady(t *testing.T, urls ...string) {
-	t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(clientsStartTimeout)
-	for _, url := range urls {
-		for {
-			res, err := client.Get(url)
-			if err == nil {
-				res.Body.Close()
-				break
-			}
-			select {
-			case <-p.exited:
-				t.Fatalf("tokentap exited during startup (%v) before %s answered; output:\n%s", p.waitErr, url, p.out.String())
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not answer within %v of starting tokentap: %v", url, clientsStartTimeout, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-}
-
-// stop interrupts the process, which makes Caddy shut down gracefully and
-// tokentap flush its spans, and kills it if it does not exit in time.
-func (p *clientsTokentap) stop() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("tokentap exited before the test ended: %v", p.waitErr)
-	default:
-	}
-	if err := p.cmd.Process.Signal(os.Interrupt); err == nil {
-		select {
-		case <-p.exited:
-			return nil
-		case <-time.After(clientsStopTimeout):
-		}
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-	return fmt.Errorf("tokentap did not exit within %v of SIGINT and was killed", clientsStopTimeout)
 }
 
 // clientsTrace is a W3C trace context for one request. tokentap continues
@@ -287,6 +224,39 @@ func (p *clientsTokentap) span(t *testing.T, tr clientsTrace) otlpsink.Span {
 	return span
 }
 
+// clientsStreamModes are the two ways the SDK tests make each call: the
+// span and what the SDK assembles must agree either way.
+var clientsStreamModes = []struct {
+	name   string
+	stream bool
+}{
+	{"not streamed", false},
+	{"streamed", true},
+}
+
+// clientsResult is what an SDK made of one answer: the result an
+// application reads (assembled), and the raw chunks or events it received.
+type clientsResult[R any] interface {
+	assembled() R
+	received() []string
+}
+
+// checkSameAsDirect fails the test unless the SDK made the same of the
+// answer through tokentap (proxied) as directly from the simulator: the
+// same result from the same raw chunks or events (what says which), since
+// tokentap must pass every byte through unchanged. The check is the same for
+// every SDK, so it is written once.
+func checkSameAsDirect[R clientsResult[R]](t *testing.T, proxied, direct R, what string) {
+	t.Helper()
+	if !reflect.DeepEqual(proxied.assembled(), direct.assembled()) {
+		t.Errorf("through tokentap the SDK assembled\n%+v\ndirectly from the simulator\n%+v", proxied.assembled(), direct.assembled())
+	}
+	if p, d := proxied.received(), direct.received(); !reflect.DeepEqual(p, d) {
+		t.Errorf("through tokentap the SDK received %d %s that differ from the %d received directly:\n%s\nvs\n%s",
+			len(p), what, len(d), strings.Join(p, "\n"), strings.Join(d, "\n"))
+	}
+}
+
 // clientsWant is one expected span attribute: the exact value as the sink
 // decodes it (string, int64, float64, bool, []any).
 type clientsWant struct {
@@ -295,9 +265,13 @@ type clientsWant struct {
 }
 
 // checkClientsSpan compares the span's attributes with what the SDK
-// reported, and checks the timings that any completed stream must have.
+// reported, and checks what the span of any completed stream must have:
+// gen_ai.request.stream and the timings.
 func checkClientsSpan(t *testing.T, span otlpsink.Span, streamed bool, wants []clientsWant) {
 	t.Helper()
+	if streamed {
+		wants = append(wants, clientsWant{"gen_ai.request.stream", true})
+	}
 	a := span.Attributes
 	t.Logf("span %s: %v input and %v output tokens (%v), time to first token %v s, %v output tokens/s, outcome %v",
 		span.Name, a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"], a["tokentap.usage.source"],

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -52,12 +51,8 @@ func relBinary(t *testing.T) string {
 
 // relProcess is a running tokentap binary.
 type relProcess struct {
-	name    string
-	admin   string // host:port of its admin API
-	cmd     *exec.Cmd
-	out     *syncBuffer
-	exited  chan struct{}
-	waitErr error
+	*tokentapProc
+	admin string // host:port of its admin API
 }
 
 // startRel writes caddyfile to a temporary directory and runs the binary on
@@ -70,61 +65,27 @@ func startRel(t *testing.T, name, admin, caddyfile string, env []string, ready .
 	for _, u := range append(ready, "http://"+admin+"/config/") {
 		relRequireFree(t, u)
 	}
-	dir := t.TempDir()
-	config := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(config, []byte(caddyfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := &relProcess{name: name, admin: admin, out: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "run", "--config", config, "--adapter", "caddyfile")
-	p.cmd.Dir = dir
-	p.cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OTEL_") }),
-		append(env,
-			"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
-			"XDG_DATA_HOME="+filepath.Join(dir, "data"))...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.WaitDelay = 10 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		if err := p.stop(); err != nil {
-			t.Error(err)
-		}
-		// A binary built with -race (as .ci/reliability builds one)
-		// reports data races on its output and carries on.
-		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
-			t.Errorf("%s reported a data race:\n%s", name, p.out.String())
-		}
-		if t.Failed() {
-			t.Logf("%s output (last lines):\n%s", name, relLastLines(p.out.String(), 40))
-		}
+	proc := startTokentapProc(t, tokentapRun{
+		name:        name,
+		bin:         bin,
+		dir:         t.TempDir(),
+		caddyfile:   caddyfile,
+		env:         append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OTEL_") }), env...),
+		waitDelay:   10 * time.Second,
+		stopTimeout: 20 * time.Second,
+		afterStop: func(out string) {
+			// A binary built with -race (as .ci/reliability builds one)
+			// reports data races on its output and carries on.
+			if strings.Contains(out, "WARNING: DATA RACE") {
+				t.Errorf("%s reported a data race:\n%s", name, out)
+			}
+			if t.Failed() {
+				t.Logf("%s output (last lines):\n%s", name, relLastLines(out, 40))
+			}
+		},
 	})
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, u := range append(ready, "http://"+admin+"/config/") {
-		for {
-			resp, err := client.Get(u)
-			if err == nil {
-				resp.Body.Close()
-				break
-			}
-			select {
-			case <-p.exited:
-				t.Fatalf("%s exited during startup (%v); output:\n%s", name, p.waitErr, p.out.String())
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s did not answer: %v", name, u, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return p
+	proc.waitReady(t, 60*time.Second, append(ready, "http://"+admin+"/config/")...)
+	return &relProcess{tokentapProc: proc, admin: admin}
 }
 
 // relRequireFree fails if something already answers at the URL's address:
@@ -140,25 +101,6 @@ func relRequireFree(t *testing.T, u string) {
 		c.Close()
 		t.Fatalf("%s is already in use: another test or tokentap is running there", host)
 	}
-}
-
-// stop interrupts the process (Caddy shuts down gracefully and tokentap
-// flushes its spans) and kills it if it does not exit in time.
-func (p *relProcess) stop() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("%s exited before the test ended: %v", p.name, p.waitErr)
-	default:
-	}
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(20 * time.Second):
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-	return fmt.Errorf("%s did not exit within 20 s of SIGINT and was killed", p.name)
 }
 
 // goroutines is the process's goroutine count, from Caddy's admin pprof.
