@@ -179,8 +179,10 @@ http://`+faultsProxyAddr+` {
 	huge.WriteString(chatTail(model, 6))
 
 	// One delta of 256 KiB of a single character: the tokenizer's worst
-	// case (no pre-split point), in a request that asks for no usage, so
-	// the tokenizer counts it as it passes.
+	// case (no pre-split point), in a request that asks for no usage. A
+	// delta that long goes to the heuristic instead (meter's
+	// maxTokenizedDelta); tokenized, it held its bytes back for over 100 ms
+	// and allocated 12 MiB, which maxAlloc catches.
 	var run bytes.Buffer
 	run.Write(bytes.Repeat(chatEvent(model, " word"), 3))
 	run.Write(chatEvent(model, " "+strings.Repeat("=", 256<<10)))
@@ -261,6 +263,7 @@ http://`+faultsProxyAddr+` {
 			name: "a 256 KiB delta of one repeated character", route: "up", status: 200, contentType: "text/event-stream",
 			body:        run.Bytes(),
 			wantOutcome: "completed", wantOutputFound: true,
+			maxAlloc: 4 << 20,
 		},
 		{
 			name: "binary garbage labelled text/event-stream", route: "up", status: 200, contentType: "text/event-stream",
