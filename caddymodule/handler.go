@@ -229,11 +229,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			if ww.writeErr != nil || r.Context().Err() != nil {
 				abort = meter.OutcomeClientAbort
 			}
+			ww.measureHeld()
 			x.finish(abort, "stream_aborted")
 			panic(rec)
 		}
 	}()
 	err := next.ServeHTTP(ww, r)
+	ww.measureHeld()
 	ww.flushPending()
 	switch {
 	case err == nil && x.meter.M.StatusCode == 499 && r.Context().Err() != nil:

@@ -9,8 +9,14 @@ import (
 )
 
 // responseWriter forwards every call to the client first and measures after,
-// so measurement never delays or alters a byte. It never keeps the caller's
-// buffer: reverse_proxy reuses it as soon as Write returns.
+// so measurement never alters a byte. It never keeps the caller's buffer:
+// reverse_proxy reuses it as soon as Write returns.
+//
+// A streamed event is measured after it is flushed, not between its Write
+// and its flush: reverse_proxy writes an event, then flushes it, and work
+// done in Write would delay the event on its way to the client by as much.
+// So Write keeps a copy of what it forwarded (held) and FlushError measures
+// it once the flush has returned.
 //
 // Flushing, hijacking and deadlines reach the real writer through Unwrap
 // (promoted from ResponseWriterWrapper), which http.ResponseController
@@ -23,7 +29,16 @@ type responseWriter struct {
 	// means the client is gone, which tells a client abort from an
 	// upstream failure when reverse_proxy aborts the stream.
 	writeErr error
+	// held is a copy of the last write, not yet measured; heldAt is when it
+	// was written, the time the meter gives its events.
+	held   []byte
+	heldAt time.Time
 }
+
+// maxHeldWrite bounds the copy a write is held in: a larger write (a body
+// written whole rather than a streamed event) is measured at once, so that
+// holding costs a stream at most this much memory.
+const maxHeldWrite = 4 << 10
 
 // WriteHeader forwards the status, then lets the measurement see the final
 // status and headers. 1xx statuses pass through unmeasured; 101 (an upgrade)
@@ -44,7 +59,8 @@ func (w *responseWriter) WriteHeader(status int) {
 	}
 }
 
-// Write forwards p to the client, then feeds what was written to the meter.
+// Write forwards p to the client, then holds what was written for the meter
+// until the flush that follows.
 func (w *responseWriter) Write(p []byte) (int, error) {
 	at := time.Now()
 	if !w.wroteHeader {
@@ -55,9 +71,33 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	}
 	n, err := w.forward(p)
 	if n > 0 {
-		w.x.feed(p[:n], at)
+		w.measureLater(p[:n], at)
 	}
 	return n, err
+}
+
+// measureLater holds a copy of p, written at at, to be measured after the
+// next flush. A write that comes with no flush since the last one has the
+// held write measured first, so the meter sees the bytes in order; one
+// larger than maxHeldWrite is measured at once.
+func (w *responseWriter) measureLater(p []byte, at time.Time) {
+	w.measureHeld()
+	if len(p) > maxHeldWrite || w.x.broken {
+		w.x.feed(p, at)
+		return
+	}
+	w.held = append(w.held[:0], p...)
+	w.heldAt = at
+}
+
+// measureHeld feeds the held write, if any, to the meter: after a flush,
+// before the next write, and when the response ends.
+func (w *responseWriter) measureHeld() {
+	if len(w.held) == 0 {
+		return
+	}
+	w.x.feed(w.held, w.heldAt)
+	w.held = w.held[:0]
 }
 
 // forward writes to the client, remembering the first failure.
@@ -84,7 +124,9 @@ func (w *responseWriter) FlushError() error {
 		// the status and a later Write does not send a second header.
 		w.WriteHeader(http.StatusOK)
 	}
-	return http.NewResponseController(w.ResponseWriterWrapper).Flush() //nolint:bodyclose
+	err := http.NewResponseController(w.ResponseWriterWrapper).Flush() //nolint:bodyclose
+	w.measureHeld()
+	return err
 }
 
 // Flush is FlushError for callers that use the http.Flusher interface.
