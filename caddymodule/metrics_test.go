@@ -506,14 +506,16 @@ func TestChunkGapPoints(t *testing.T) {
 
 // TestExemplars: points recorded inside a sampled span carry its trace and
 // span ids, so a dashboard can jump from a slow bucket to the trace; an
-// unsampled span leaves none (the SDK's trace-based filter).
+// unsampled span leaves none (the SDK's trace-based filter). The chunk-gap
+// histogram's exemplar is the request's largest gap.
 func TestExemplars(t *testing.T) {
 	for _, sampled := range []bool{true, false} {
 		name := map[bool]string{true: "sampled span", false: "unsampled span"}[sampled]
 		t.Run(name, func(t *testing.T) {
 			ins, reader := newTestInstruments(t)
 			ctx, sc := metricSpanContext(t, sampled)
-			ins.record(&finished{ctx: ctx, m: metricsStreamed(), provider: "openai", host: "api.openai.com", port: 443})
+			m := metricsStreamed()
+			ins.record(&finished{ctx: ctx, m: m, provider: "openai", host: "api.openai.com", port: 443})
 			got := collectMetrics(t, reader)
 			for name, pts := range got.points {
 				for _, p := range pts {
@@ -529,6 +531,9 @@ func TestExemplars(t *testing.T) {
 					for _, e := range p.exemplars {
 						if trace.TraceID(e.TraceID) != sc.TraceID() || trace.SpanID(e.SpanID) != sc.SpanID() {
 							t.Errorf("%s: exemplar trace %x span %x, want %s %s", name, e.TraceID, e.SpanID, sc.TraceID(), sc.SpanID())
+						}
+						if name == "gen_ai.client.operation.time_per_output_chunk" && e.Value != m.MaxChunkGap.Seconds() {
+							t.Errorf("%s: exemplar %v s, want the largest gap, %v", name, e.Value, m.MaxChunkGap.Seconds())
 						}
 					}
 				}
