@@ -4,17 +4,23 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/tokentap/tokentap/simulator"
 )
 
 // reloadSite has two tokentap handlers in front of the simulator, so the
 // shared providers have two holders per config; STALL changes with every
-// reload so that each load is a new config.
+// reload so that each load is a new config. The simulator is not in it:
+// see startReloadSimulator.
 const reloadSite = `
 http://` + faultsProxyAddr + ` {
 	bind 127.0.0.1
@@ -31,16 +37,45 @@ http://` + faultsProxyAddr + ` {
 		reverse_proxy ` + faultsSimAddr + `
 	}
 }
-
-http://` + faultsSimAddr + ` {
-	bind 127.0.0.1
-	tokentap_simulator {
-		time_to_first_token 50ms
-		tokens_per_second 12
-		output_tokens 72
-	}
-}
 `
+
+// startReloadSimulator serves the simulator (72 tokens at 12 per second
+// after 50 ms) on faultsSimAddr from a net/http server of the test's own,
+// outside the Caddy config that the test reloads. As a site of that config
+// its listener was replaced with every reload, which could reset the
+// proxy's connection to it: a 502 from the test's upstream, not from
+// tokentap. Production upstreams are not reloaded with the proxy.
+//
+// It returns a function that closes the simulator's idle connections: the
+// reverse_proxy transports of configs replaced while a stream ran keep the
+// stream's connection once it ends, until Caddy's keep-alive timeout (2
+// minutes), and their goroutines would count against tokentap's baseline.
+// Closing them from the upstream's side stands in for that timeout, as the
+// reloaded simulator's shutdown did.
+func startReloadSimulator(t *testing.T) (closeIdle func()) {
+	t.Helper()
+	sim := &simulator.Handler{Profile: simulator.Profile{
+		TimeToFirstToken: caddy.Duration(50 * time.Millisecond), TokensPerSecond: 12, OutputTokens: 72,
+	}}
+	if err := sim.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", faultsSimAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := sim.ServeHTTP(w, r, nil); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return func() { srv.SetKeepAlivesEnabled(false) }
+}
 
 // reloads is how many times TestReloadsUnderStreams reloads the config.
 const reloads = 50
@@ -56,6 +91,9 @@ func TestReloadsUnderStreams(t *testing.T) {
 	site := func(i int) string { return strings.ReplaceAll(reloadSite, "STALL", fmt.Sprintf("%dms", 1000+i)) }
 	// Streams must outlive reloads: the old servers wait for them.
 	fc := startFaultsCaddyGrace(t, site(0), "60s")
+	// After Caddy has checked that the ports are free; every stream has
+	// ended by the time the simulator stops, before Caddy does.
+	closeSimIdle := startReloadSimulator(t)
 
 	client := faultsClient()
 	defer client.CloseIdleConnections()
@@ -161,6 +199,7 @@ func TestReloadsUnderStreams(t *testing.T) {
 	// The running config's two handlers hold each provider; every
 	// earlier config's handlers have let go.
 	client.CloseIdleConnections()
+	closeSimIdle()
 	var traceRefs, meterRefs, n int
 	deadline := time.Now().Add(20 * time.Second)
 	for {
