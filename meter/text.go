@@ -66,8 +66,10 @@ func (o *Observer) capturing() bool { return o.text != nil }
 
 // emit hands a fragment of the current choice to the sink, if any (and
 // if the choice is within bounds); the call is one nil check without one.
+// A fragment that is not a JSON value (a member a malformed body lacks,
+// read leniently) is not one to record, and the sink never sees it.
 func (o *Observer) emit(item int, kind TextKind, raw string) {
-	if o.text != nil && o.choice >= 0 {
+	if o.text != nil && o.choice >= 0 && rawKindOf(raw) != kindInvalid {
 		o.text.Text(o.choice, item, kind, raw)
 	}
 }
