@@ -168,6 +168,119 @@ func rawValues(v string, fn func(val string) bool) {
 	rawElements(v, fn)
 }
 
+// rawWalkMembers is rawMembers for a reader that descends into the values
+// it wants as it meets them, so that a nested object is scanned once, not
+// once to find its end and again to read it: on OpenAI's chat chunks that
+// second pass over choices and delta was most of the reading. fn gets each
+// key and the input from the value's first byte on, and returns the length
+// of the value it read (rawValueAt gives a value it reads whole), or 0 or
+// less to have the walker find the value's end itself, as rawMembers does:
+// so a nested walk's -1 (a malformed value, read up to where it broke)
+// leaves the outer walk going exactly where rawMembers would. It returns
+// the length of the object, or -1 when it is malformed: like rawMembers it
+// stops there, after handing out what came before.
+func rawWalkMembers(obj string, fn func(key, rest string) int) int {
+	i := rawSkipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return -1
+	}
+	i = rawSkipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(obj) || obj[i] != '"' {
+			return -1
+		}
+		end := rawStringEnd(obj, i)
+		if end < 0 {
+			return -1
+		}
+		key := obj[i+1 : end-1]
+		i = rawSkipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return -1
+		}
+		i = rawSkipSpace(obj, i+1)
+		if end = rawWalkValue(obj, i, fn(key, obj[i:])); end < 0 {
+			return -1
+		}
+		i = rawSkipSpace(obj, end)
+		if i >= len(obj) {
+			return -1
+		}
+		switch obj[i] {
+		case ',':
+			i = rawSkipSpace(obj, i+1)
+		case '}':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// rawWalkElements is rawElements as rawWalkMembers is rawMembers: fn gets
+// the input from each element's first byte on and returns the element's
+// length, or 0 or less to have it skipped; the result is the array's
+// length, or -1 when it is malformed.
+func rawWalkElements(arr string, fn func(rest string) int) int {
+	i := rawSkipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return -1
+	}
+	i = rawSkipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return i + 1
+	}
+	for {
+		end := rawWalkValue(arr, i, fn(arr[i:]))
+		if end < 0 {
+			return -1
+		}
+		i = rawSkipSpace(arr, end)
+		if i >= len(arr) {
+			return -1
+		}
+		switch arr[i] {
+		case ',':
+			i = rawSkipSpace(arr, i+1)
+		case ']':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// rawWalkValues is rawValues for walkers: the elements of an array or the
+// member values of an object (a PHP encoder's list).
+func rawWalkValues(v string, fn func(rest string) int) int {
+	if rawKindOf(v) == kindObject {
+		return rawWalkMembers(v, func(_, rest string) int { return fn(rest) })
+	}
+	return rawWalkElements(v, fn)
+}
+
+// rawWalkValue is the end, in s, of the value at s[i] of which a walker's
+// callback read n bytes: i+n, or where the value ends when it read none.
+func rawWalkValue(s string, i, n int) int {
+	if n <= 0 {
+		return rawValueEnd(s, i)
+	}
+	return i + n
+}
+
+// rawValueAt is the raw value at the start of rest, for a walker's callback
+// that reads a value whole, or "" when no value starts there.
+func rawValueAt(rest string) string {
+	end := rawValueEnd(rest, 0)
+	if end < 0 {
+		return ""
+	}
+	return rest[:end]
+}
+
 // rawLen is the number of elements of the JSON array arr, 0 for anything
 // else.
 func rawLen(arr string) (n int64) {
@@ -397,6 +510,19 @@ func rawCount(raw string) (int64, bool) {
 	return rawInt(raw)
 }
 
+// rawScalarStop marks the bytes that end a scalar: control characters
+// and space, the delimiters, and the first bytes of strings, objects and
+// arrays.
+var rawScalarStop = func() (stop [256]bool) {
+	for c := 0; c <= ' '; c++ {
+		stop[c] = true
+	}
+	for _, c := range []byte(`,:}]"{[`) {
+		stop[c] = true
+	}
+	return stop
+}()
+
 func rawSkipSpace(s string, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
@@ -478,9 +604,12 @@ func rawValueEnd(s string, i int) int {
 		return -1
 	}
 	// A scalar (a number or a literal, never checked here) runs to the
-	// next whitespace or delimiter.
+	// next whitespace, delimiter or start of another value: what counts
+	// brackets above and what walks members (rawWalkMembers) must see the
+	// same values, and a scalar that ran into a quote or a bracket would
+	// hide from the walk what the counting reads.
 	j := i
-	for j < len(s) && s[j] > ' ' && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] != ':' {
+	for j < len(s) && !rawScalarStop[s[j]] {
 		j++
 	}
 	if j == i {

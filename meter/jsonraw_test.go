@@ -41,6 +41,8 @@ func TestRawMembers(t *testing.T) {
 		{"missing value before comma stops", `{"a":,"b":1}`, nil},
 		{"control character value stops", "{\"a\":\x00}", nil},
 		{"missing comma stops after the member", `{"a":1 "b":2}`, []string{`a=1`}},
+		{"a scalar ends where a string starts", `{"a":0"x"}`, []string{`a=0`}},
+		{"a scalar ends where an array starts", `{"a":{"b":0[}}`, []string{`a={"b":0[}}`}},
 		{"trailing comma", `{"a":1,}`, []string{`a=1`}},
 		{"unquoted key stops", `{a:1}`, nil},
 		{"empty", ``, nil},
@@ -56,6 +58,9 @@ func TestRawMembers(t *testing.T) {
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
+			if walked, _ := walkedMembers(tt.obj); !reflect.DeepEqual(walked, tt.want) {
+				t.Errorf("rawWalkMembers, descending, got %q, want %q", walked, tt.want)
+			}
 		})
 	}
 	t.Run("stops when told", func(t *testing.T) {
@@ -68,6 +73,63 @@ func TestRawMembers(t *testing.T) {
 			t.Errorf("%d calls, want 2", n)
 		}
 	})
+}
+
+// walkedMembers lists the members of obj as rawWalkMembers hands them out
+// to a reader that descends into every object and array, as the chat
+// reader descends into choices and delta; each value is what the walk
+// measured of it, or the value as rawValueEnd finds it where the descent
+// failed. n is what rawWalkMembers returned.
+func walkedMembers(obj string) (members []string, n int) {
+	n = rawWalkMembers(obj, func(k, rest string) int {
+		n := walkedLen(rest)
+		if n > 0 {
+			members = append(members, k+"="+rest[:n])
+		} else if v := rawValueAt(rest); v != "" {
+			members = append(members, k+"="+v)
+		}
+		return n
+	})
+	return members, n
+}
+
+// walkedLen descends into the value at the start of rest, as a walker's
+// callback: the length it walked, or 0 (a scalar) or -1 (malformed).
+func walkedLen(rest string) int {
+	switch rawKindOf(rest) {
+	case kindObject:
+		_, n := walkedMembers(rest)
+		return n
+	case kindArray:
+		return rawWalkElements(rest, walkedLen)
+	}
+	return 0
+}
+
+func TestRawWalkLength(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     int
+	}{
+		{"object", `{"a":1,"b":"x"}`, 15},
+		{"nested, with space and trailing text", `{ "a" : [1, {"b":[]} ] , "c":{} } tail`, 33},
+		{"brackets inside strings", `{"a":"}]","b":["]"]}`, 20},
+		{"empty object", `{}`, 2},
+		{"empty array", `[ ]`, 3},
+		{"array of arrays", `[[1],[2,[3]]]`, 13},
+		{"unterminated", `{"a":1`, -1},
+		{"unterminated inside", `{"a":[1,2}`, -1},
+		{"trailing comma", `{"a":1,}`, -1},
+		{"missing comma", `{"a":1 "b":2}`, -1},
+		{"not an object", `1`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := walkedLen(tt.in); got != tt.want {
+				t.Errorf("walked %d bytes, want %d", got, tt.want)
+			}
+		})
+	}
 }
 
 func TestRawMember(t *testing.T) {
@@ -315,6 +377,14 @@ func checkRawValue(t *testing.T, in, v string, depth int) {
 		if !strings.Contains(in, p) {
 			t.Fatalf("%s %q is not part of the input", what, p)
 		}
+	}
+	var members []string
+	rawMembers(v, func(k, val string) bool {
+		members = append(members, k+"="+val)
+		return true
+	})
+	if walked, _ := walkedMembers(v); !reflect.DeepEqual(walked, members) {
+		t.Fatalf("%q: rawWalkMembers, descending, handed out %q, rawMembers %q", v, walked, members)
 	}
 	rawMembers(v, func(k, val string) bool {
 		within("value", val)

@@ -84,16 +84,28 @@ func (openAIChat) Body(o *Observer, body []byte) {
 }
 
 // readOpenAIChunk reads a chat.completion.chunk (or, whole, a chat.completion,
-// text_completion or embedding list) in one pass over its top-level keys.
-// Like every reader on the per-event path it uses the raw reader of
-// jsonraw.go, because text deltas and tool-call arguments are full of
-// escapes that a decoding reader would allocate for.
+// text_completion or embedding list) in one pass over its top-level keys,
+// descending into choices and each delta as it meets them (rawWalkMembers),
+// so that no byte of them is scanned twice. Like every reader on the
+// per-event path it uses the raw reader of jsonraw.go, because text deltas
+// and tool-call arguments are full of escapes that a decoding reader would
+// allocate for.
 func readOpenAIChunk(o *Observer, s string) {
 	var tokens int64
 	var output, visible, hasUsage bool
 	var usage Usage
 	var timings string
-	rawMembers(s, func(k, v string) bool {
+	rawWalkMembers(s, func(k, rest string) int {
+		if k == "choices" {
+			return rawWalkValues(rest, func(choice string) int {
+				n, end, out, vis := readOpenAIChoice(o, choice)
+				tokens += n
+				output = output || out
+				visible = visible || vis
+				return end
+			})
+		}
+		v := rawValueAt(rest)
 		var b rawBuf
 		switch k {
 		case "id":
@@ -104,14 +116,6 @@ func readOpenAIChunk(o *Observer, s string) {
 			if m, ok := rawStr(v, b[:0]); ok {
 				o.Model(m)
 			}
-		case "choices":
-			rawValues(v, func(choice string) bool {
-				n, out, vis := readOpenAIChoice(o, choice)
-				tokens += n
-				output = output || out
-				visible = visible || vis
-				return true
-			})
 		case "usage":
 			if rawKindOf(v) == kindObject {
 				usage, hasUsage = readOpenAIUsage(v), true
@@ -144,7 +148,7 @@ func readOpenAIChunk(o *Observer, s string) {
 				o.Error(t)
 			}
 		}
-		return true
+		return len(v)
 	})
 	if rawKindOf(timings) == kindObject {
 		cached := readLlamaCppTimings(o, timings)
@@ -163,31 +167,38 @@ func readOpenAIChunk(o *Observer, s string) {
 	}
 }
 
-// readOpenAIChoice reads one element of choices: a streamed delta, a whole
-// message, or a legacy completion's text.
-func readOpenAIChoice(o *Observer, choice string) (tokens int64, output, visible bool) {
+// readOpenAIChoice reads the element of choices at the start of rest: a
+// streamed delta, a whole message, or a legacy completion's text. end is
+// its length, as a walker's callback returns it.
+func readOpenAIChoice(o *Observer, rest string) (tokens int64, end int, output, visible bool) {
 	var index int64
 	var finish, text string
 	var delta bool
+	if rawKindOf(rest) != kindObject {
+		return 0, 0, false, false
+	}
 	if o.capturing() {
 		// The index may come after the delta; captured text needs it
 		// first.
-		o.setChoice(rawLooseInt(rawMember(choice, "index")))
+		o.setChoice(rawLooseInt(rawMember(rest, "index")))
 	}
-	rawMembers(choice, func(k, v string) bool {
+	end = rawWalkMembers(rest, func(k, rest string) int {
+		if k == "delta" || k == "message" {
+			delta = true
+			n, end, out, vis := readOpenAIDelta(o, rest)
+			tokens, output, visible = tokens+n, output || out, visible || vis
+			return end
+		}
+		v := rawValueAt(rest)
 		switch k {
 		case "index":
 			index = rawLooseInt(v)
 		case "finish_reason":
 			finish = v
-		case "delta", "message":
-			delta = true
-			n, out, vis := readOpenAIDelta(o, v)
-			tokens, output, visible = tokens+n, output || out, visible || vis
 		case "text":
 			text = v
 		}
-		return true
+		return len(v)
 	})
 	// Together repeats each delta's content in a legacy text field; text
 	// is the fragment only when there is no delta.
@@ -200,16 +211,22 @@ func readOpenAIChoice(o *Observer, choice string) (tokens int64, output, visible
 	if r, ok := rawStr(finish, b[:0]); ok {
 		o.FinishReason(index, r)
 	}
-	return tokens, output, visible
+	return tokens, end, output, visible
 }
 
-// readOpenAIDelta reads a delta (or message). Answer text is content and
+// readOpenAIDelta reads the delta (or message) at the start of rest and
+// returns its length with what it held. Answer text is content and
 // refusal; reasoning_content (DeepSeek, vLLM, llama.cpp) and reasoning
 // (Ollama, Groq, OpenRouter) are output but not visible; so are tool-call
 // arguments, which are generated tokens but not answer text. The role and
-// OpenAI's obfuscation padding are never output.
-func readOpenAIDelta(o *Observer, d string) (tokens int64, output, visible bool) {
-	rawMembers(d, func(k, v string) bool {
+// OpenAI's obfuscation padding are never output. A delta that is not an
+// object (null in some servers' last chunk) is skipped as a value.
+func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, visible bool) {
+	if rawKindOf(rest) != kindObject {
+		return 0, 0, false, false
+	}
+	end = rawWalkMembers(rest, func(k, rest string) int {
+		v := rawValueAt(rest)
 		switch k {
 		case "content", "refusal":
 			if t, ok := rawText(v); ok && t != "" {
@@ -248,9 +265,9 @@ func readOpenAIDelta(o *Observer, d string) (tokens int64, output, visible bool)
 				output = true
 			}
 		}
-		return true
+		return len(v)
 	})
-	return tokens, output, visible
+	return tokens, end, output, visible
 }
 
 // readOpenAIContentParts reads content given as typed parts, as Mistral's
