@@ -59,6 +59,17 @@ var logVarNames = [...]string{
 	logFinishReasons, logTraceID, logSpanID,
 }
 
+// logVarKeys maps each name of logVarNames to its placeholder, replPrefix
+// and the name, built once: joining them per request cost two allocations
+// a variable, a third of all that an exchange allocated.
+var logVarKeys = func() map[string]string {
+	keys := make(map[string]string, len(logVarNames))
+	for _, name := range logVarNames {
+		keys[name] = replPrefix + name
+	}
+	return keys
+}()
+
 // logEntry is what the access log and the placeholders carry of one
 // exchange: the values a person reading a log line asks about first, each
 // only when it was observed. It is a copy, taken when the exchange ends, so
@@ -198,17 +209,17 @@ func (x *exchange) recordLogFields(f *finished) {
 	if !ok {
 		return
 	}
-	for _, name := range logVarNames {
-		repl.Delete(replPrefix + name)
+	for _, key := range logVarKeys {
+		repl.Delete(key)
 	}
 	e.each(
-		func(name, v string) { repl.Set(replPrefix+name, v) },
-		func(name string, v int64) { repl.Set(replPrefix+name, v) },
-		func(name string, v float64) { repl.Set(replPrefix+name, v) },
+		func(name, v string) { repl.Set(logVarKeys[name], v) },
+		func(name string, v int64) { repl.Set(logVarKeys[name], v) },
+		func(name string, v float64) { repl.Set(logVarKeys[name], v) },
 	)
 	if len(e.finishReasons) > 0 {
 		// A placeholder is a string: one reason per choice, in choice
 		// order, as the log's array has them.
-		repl.Set(replPrefix+logFinishReasons, strings.Join(e.finishReasons, ","))
+		repl.Set(logVarKeys[logFinishReasons], strings.Join(e.finishReasons, ","))
 	}
 }
