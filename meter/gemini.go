@@ -184,26 +184,39 @@ func (g *gemini) Body(o *Observer, body []byte) {
 // modelsPrefix is what the Gemini API has put before a model name.
 var modelsPrefix = []byte("models/")
 
-// readChunk reads one GenerateContentResponse in one pass over its keys.
+// readChunk reads one GenerateContentResponse in one pass over its keys,
+// descending into candidates, their content and its parts as it meets
+// them (rawWalkMembers), so that no byte of them is scanned twice.
 func (g *gemini) readChunk(o *Observer, s string) {
 	var tokens int64
 	var output, visible, finished bool
 	var members int
-	rawMembers(s, func(k, raw string) bool {
-		var b rawBuf
-		members++
-		switch k {
-		case "candidates":
+	rawWalkMembers(s, func(k, rest string) int {
+		if k == "candidates" {
 			var pos int64
-			rawElements(raw, func(c string) bool {
-				n, out, vis, fin := g.readCandidate(o, c, pos)
+			end := rawWalkElements(rest, func(c string) int {
+				n, end, out, vis, fin := g.readCandidate(o, c, pos)
 				tokens += n
 				output = output || out
 				visible = visible || vis
 				finished = finished || fin
 				pos++
-				return true
+				return end
 			})
+			// members counts what rawMembers would hand out: values
+			// that end.
+			if end > 0 || rawValueAt(rest) != "" {
+				members++
+			}
+			return end
+		}
+		raw := rawValueAt(rest)
+		if raw == "" {
+			return 0
+		}
+		members++
+		var b rawBuf
+		switch k {
 		case "usageMetadata":
 			if rawKindOf(raw) == kindObject {
 				g.readUsage(o, raw)
@@ -231,7 +244,7 @@ func (g *gemini) readChunk(o *Observer, s string) {
 				o.Error(geminiErrorType(gjson.Parse(raw)))
 			}
 		}
-		return true
+		return len(raw)
 	})
 	if members == 0 {
 		// The raw reader hands out nothing of a malformed object, and the
@@ -251,9 +264,11 @@ func (g *gemini) readChunk(o *Observer, s string) {
 	}
 }
 
-// readCandidate reads one candidate; pos is its place in the array, its
-// index when the index is omitted (proto3 JSON drops a zero index).
-func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, output, visible, finished bool) {
+// readCandidate reads the candidate at the start of c and returns its
+// length (as a walker's callback does) with what it held; pos is its place
+// in the array, its index when the index is omitted (proto3 JSON drops a
+// zero index).
+func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, end int, output, visible, finished bool) {
 	index := pos
 	var finish string
 	if o.capturing() {
@@ -264,7 +279,25 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 		}
 		o.setChoice(index)
 	}
-	rawMembers(c, func(k, v string) bool {
+	end = rawWalkMembers(c, func(k, rest string) int {
+		if k == "content" {
+			// The content's first parts, as a lookup finds them.
+			var parts bool
+			return rawWalkMembers(rest, func(k, rest string) int {
+				if k != "parts" || parts {
+					return 0
+				}
+				parts = true
+				return rawWalkElements(rest, func(part string) int {
+					n, end, out, vis := readGeminiPart(o, part)
+					tokens += n
+					output = output || out
+					visible = visible || vis
+					return end
+				})
+			})
+		}
+		v := rawValueAt(rest)
 		switch k {
 		case "index":
 			if n, ok := rawInt(v); ok {
@@ -272,16 +305,8 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 			}
 		case "finishReason":
 			finish = geminiStringBody(v)
-		case "content":
-			rawElements(rawMember(v, "parts"), func(part string) bool {
-				n, out, vis := readGeminiPart(o, part)
-				tokens += n
-				output = output || out
-				visible = visible || vis
-				return true
-			})
 		}
-		return true
+		return len(v)
 	})
 	var bit uint64
 	if index >= 0 && index < 64 {
@@ -293,7 +318,7 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 		g.finished |= bit
 		finished = bit != 0
 	}
-	return tokens, output, visible, finished
+	return tokens, end, output, visible, finished
 }
 
 // readGeminiPart reads one content part. Text is answer text unless the
@@ -301,10 +326,15 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 // partialArgs) and generated code are output but not answer text; an inline
 // image from an image model is the answer itself, with no text to estimate.
 // Parts that hold only a thoughtSignature, or empty text, are not output.
-func readGeminiPart(o *Observer, part string) (tokens int64, output, visible bool) {
+// It returns the part's length, as a walker's callback does.
+func readGeminiPart(o *Observer, part string) (tokens int64, end int, output, visible bool) {
 	var text, textRaw string
 	var thought, inline bool
-	rawMembers(part, func(k, v string) bool {
+	end = rawWalkMembers(part, func(k, rest string) int {
+		v := rawValueAt(rest)
+		if v == "" {
+			return 0
+		}
 		switch k {
 		case "text":
 			text, textRaw = geminiStringBody(v), v
@@ -332,7 +362,7 @@ func readGeminiPart(o *Observer, part string) (tokens int64, output, visible boo
 		case "inlineData":
 			inline = v[0] == '{'
 		}
-		return true
+		return len(v)
 	})
 	if text != "" {
 		tokens += EstimateTokens(bytesOf(text))
@@ -347,7 +377,7 @@ func readGeminiPart(o *Observer, part string) (tokens int64, output, visible boo
 	if inline && !thought {
 		output, visible = true, true
 	}
-	return tokens, output, visible
+	return tokens, end, output, visible
 }
 
 // geminiCallTokens estimates a functionCall's generated tokens: its name and
