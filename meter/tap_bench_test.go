@@ -110,3 +110,61 @@ func BenchmarkTap(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTapInterleaved is BenchmarkTap's OpenAI chat stream as a proxy
+// meets it under load: 64 streams at once, each Meter fed one event in
+// turn, so that a stream's state and the reading code have gone cold by
+// its next event. "thrash" also touches 8 MiB of other memory between
+// events, as the proxy's own work for the other streams does (syscalls,
+// net/http, reverse_proxy). ns/event times only the Meter's writes, each
+// timed on its own, so the thrashing is not counted. In the running proxy
+// the same reading costs several times what BenchmarkTap says; this shows
+// how much of that the cold state explains.
+func BenchmarkTapInterleaved(b *testing.B) {
+	const streams = 64
+	target, body := "/v1/chat/completions", []byte(`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	writes, contentType := simulatedStream(b, target, string(body))
+	d, _ := DialectForPath(target)
+	other := make([]byte, 8<<20)
+	for _, tc := range []struct {
+		name   string
+		thrash bool
+	}{{"warm", false}, {"thrash", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			meters := make([]Meter, streams)
+			var timed time.Duration
+			var events int
+			var sink byte
+			for b.Loop() {
+				for i := range meters {
+					meters[i].Init(d.New(), Options{}, t0)
+					meters[i].Request(target, body, false)
+					meters[i].Response(http.StatusOK, contentType, "")
+				}
+				at := t0
+				for _, w := range writes {
+					at = at.Add(time.Millisecond)
+					for i := range meters {
+						if tc.thrash {
+							for j := 0; j < len(other); j += 64 {
+								other[j]++
+							}
+							sink += other[i]
+						}
+						start := time.Now()
+						meters[i].Write(w, at)
+						timed += time.Since(start)
+					}
+					events += streams
+				}
+				for i := range meters {
+					if m := meters[i].Finish(at.Add(time.Millisecond), OutcomeUnknown, ""); m.Usage.OutputTokens != tapStreamTokens {
+						b.Fatalf("stream %d: %d output tokens, want %d", i, m.Usage.OutputTokens, tapStreamTokens)
+					}
+				}
+			}
+			_ = sink
+			b.ReportMetric(float64(timed.Nanoseconds())/float64(events), "ns/event")
+		})
+	}
+}
