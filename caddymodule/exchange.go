@@ -234,6 +234,23 @@ func (x *exchange) feed(p []byte, at time.Time) {
 	x.overhead += time.Since(t0)
 }
 
+// feedWrites feeds the meter held writes, each ending at its end in held
+// and given its own time, under one recover frame and one overhead clock.
+func (x *exchange) feedWrites(held []byte, writes []heldWrite) {
+	if x.broken {
+		return
+	}
+	t0 := time.Now()
+	x.safely("write", func() {
+		start := 0
+		for _, hw := range writes {
+			x.meter.Write(held[start:hw.end], hw.at)
+			start = hw.end
+		}
+	})
+	x.overhead += time.Since(t0)
+}
+
 // upstream returns the host and port reverse_proxy chose, when it set them.
 func (x *exchange) upstream() (host string, port int) {
 	repl, ok := x.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

@@ -15,8 +15,15 @@ import (
 // A streamed event is measured after it is flushed, not between its Write
 // and its flush: reverse_proxy writes an event, then flushes it, and work
 // done in Write would delay the event on its way to the client by as much.
-// So Write keeps a copy of what it forwarded (held) and FlushError measures
-// it once the flush has returned.
+// So Write keeps a copy of what it forwarded (held), with the time of each
+// write, and the meter reads the held writes after a flush, in batches of
+// up to maxHeldWrites: in a proxy serving many streams, a stream's meter
+// state and the reading code have gone cold by its next event, and reading
+// eight events in a row pays for that once, not eight times
+// (BenchmarkTapInterleaved: about 410 ns an event in batches of eight
+// against 900-1,100 one at a time). Every event keeps the time it was
+// written; nothing reads the measurement before the response ends, when
+// the rest is read.
 //
 // Flushing, hijacking and deadlines reach the real writer through Unwrap
 // (promoted from ResponseWriterWrapper), which http.ResponseController
@@ -29,16 +36,31 @@ type responseWriter struct {
 	// means the client is gone, which tells a client abort from an
 	// upstream failure when reverse_proxy aborts the stream.
 	writeErr error
-	// held is a copy of the last write, not yet measured; heldAt is when it
-	// was written, the time the meter gives its events.
-	held   []byte
-	heldAt time.Time
+	// held is a copy of the writes not yet measured, in order; heldWrites
+	// are where each ends in held and when it was written, the time the
+	// meter gives its events.
+	held       []byte
+	heldWrites [maxHeldWrites]heldWrite
+	nHeld      int
 }
 
-// maxHeldWrite bounds the copy a write is held in: a larger write (a body
-// written whole rather than a streamed event) is measured at once, so that
-// holding costs a stream at most this much memory.
-const maxHeldWrite = 4 << 10
+// heldWrite is one write in responseWriter.held.
+type heldWrite struct {
+	end int
+	at  time.Time
+}
+
+const (
+	// maxHeldWrites is how many writes are read in one batch.
+	maxHeldWrites = 8
+	// heldBatchBytes ends a batch early when its writes are long, so that
+	// holding costs a stream little memory.
+	heldBatchBytes = 2 << 10
+	// maxHeldBytes bounds held: a write that does not fit is read at
+	// once, after what was held before it (a body written whole rather
+	// than a streamed event).
+	maxHeldBytes = 4 << 10
+)
 
 // WriteHeader forwards the status, then lets the measurement see the final
 // status and headers. 1xx statuses pass through unmeasured; 101 (an upgrade)
@@ -76,28 +98,38 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// measureLater holds a copy of p, written at at, to be measured after the
-// next flush. A write that comes with no flush since the last one has the
-// held write measured first, so the meter sees the bytes in order; one
-// larger than maxHeldWrite is measured at once.
+// measureLater holds a copy of p, written at at, to be measured after a
+// flush. Held writes are measured first when p does not fit beside them, so
+// the meter sees the bytes in order; one larger than maxHeldBytes is
+// measured at once.
 func (w *responseWriter) measureLater(p []byte, at time.Time) {
-	w.measureHeld()
-	if len(p) > maxHeldWrite || w.x.broken {
+	if w.nHeld == maxHeldWrites || len(w.held)+len(p) > maxHeldBytes {
+		w.measureHeld()
+	}
+	if len(p) > maxHeldBytes || w.x.broken {
 		w.x.feed(p, at)
 		return
 	}
-	w.held = append(w.held[:0], p...)
-	w.heldAt = at
+	w.held = append(w.held, p...)
+	w.heldWrites[w.nHeld] = heldWrite{end: len(w.held), at: at}
+	w.nHeld++
 }
 
-// measureHeld feeds the held write, if any, to the meter: after a flush,
-// before the next write, and when the response ends.
+// batchDue reports whether the held writes make a batch to measure at the
+// next flush.
+func (w *responseWriter) batchDue() bool {
+	return w.nHeld == maxHeldWrites || len(w.held) >= heldBatchBytes
+}
+
+// measureHeld feeds the held writes, if any, to the meter: after the flush
+// that completes a batch, before a write that does not fit, and when the
+// response ends.
 func (w *responseWriter) measureHeld() {
-	if len(w.held) == 0 {
+	if w.nHeld == 0 {
 		return
 	}
-	w.x.feed(w.held, w.heldAt)
-	w.held = w.held[:0]
+	w.x.feedWrites(w.held, w.heldWrites[:w.nHeld])
+	w.held, w.nHeld = w.held[:0], 0
 }
 
 // forward writes to the client, remembering the first failure.
@@ -125,7 +157,9 @@ func (w *responseWriter) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	err := http.NewResponseController(w.ResponseWriterWrapper).Flush() //nolint:bodyclose
-	w.measureHeld()
+	if w.batchDue() {
+		w.measureHeld()
+	}
 	return err
 }
 

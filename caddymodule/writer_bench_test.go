@@ -15,11 +15,20 @@ import (
 
 // discardWriter is a ResponseWriter that costs nothing, so the benchmarks
 // below measure tokentap's own work.
-type discardWriter struct{ h http.Header }
+type discardWriter struct {
+	h http.Header
+	// write, when set, sees each write, for a test.
+	write func([]byte)
+}
 
-func (d *discardWriter) Header() http.Header         { return d.h }
-func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (d *discardWriter) WriteHeader(int)             {}
+func (d *discardWriter) Header() http.Header { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) {
+	if d.write != nil {
+		d.write(p)
+	}
+	return len(p), nil
+}
+func (d *discardWriter) WriteHeader(int) {}
 
 // Flush makes it a Flusher, as the client's writer is: flushing costs
 // nothing, and does not fail as it would on a writer that cannot.
@@ -93,7 +102,7 @@ func BenchmarkExchange(b *testing.B) {
 	}
 }
 
-func benchHandler(b *testing.B) *Handler {
+func benchHandler(b testing.TB) *Handler {
 	b.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)
@@ -112,7 +121,7 @@ func benchRequest() *http.Request {
 	return caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
 }
 
-func benchWriter(b *testing.B) (*responseWriter, *exchange) {
+func benchWriter(b testing.TB) (*responseWriter, *exchange) {
 	h := benchHandler(b)
 	r := benchRequest()
 	x := h.begin(r)
