@@ -129,7 +129,8 @@ func BenchmarkTapInterleaved(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
 		thrash bool
-	}{{"warm", false}, {"thrash", true}} {
+		batch  int // consecutive events each stream is fed in its turn
+	}{{"warm", false, 1}, {"thrash", true, 1}, {"thrash, batches of 8", true, 8}} {
 		b.Run(tc.name, func(b *testing.B) {
 			meters := make([]Meter, streams)
 			var timed time.Duration
@@ -141,9 +142,8 @@ func BenchmarkTapInterleaved(b *testing.B) {
 					meters[i].Request(target, body, false)
 					meters[i].Response(http.StatusOK, contentType, "")
 				}
-				at := t0
-				for _, w := range writes {
-					at = at.Add(time.Millisecond)
+				for k := 0; k < len(writes); k += tc.batch {
+					batch := writes[k:min(k+tc.batch, len(writes))]
 					for i := range meters {
 						if tc.thrash {
 							for j := 0; j < len(other); j += 64 {
@@ -152,11 +152,14 @@ func BenchmarkTapInterleaved(b *testing.B) {
 							sink += other[i]
 						}
 						start := time.Now()
-						meters[i].Write(w, at)
+						for n, w := range batch {
+							meters[i].Write(w, t0.Add(time.Duration(k+n+1)*time.Millisecond))
+						}
 						timed += time.Since(start)
 					}
-					events += streams
+					events += streams * len(batch)
 				}
+				at := t0.Add(time.Duration(len(writes)) * time.Millisecond)
 				for i := range meters {
 					if m := meters[i].Finish(at.Add(time.Millisecond), OutcomeUnknown, ""); m.Usage.OutputTokens != tapStreamTokens {
 						b.Fatalf("stream %d: %d output tokens, want %d", i, m.Usage.OutputTokens, tapStreamTokens)
