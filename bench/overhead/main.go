@@ -59,7 +59,12 @@ type level struct {
 
 // options are the benchmark's settings.
 type options struct {
-	binary     string
+	binary string
+	// compare, when set, is a second tokentap binary run as the fourth
+	// path, with tokentap, in place of the A/A control: two builds
+	// compared in one interleaved run, the only way to tell a change of a
+	// few per cent from the machine's drift between runs.
+	compare    string
 	short      bool
 	levels     []level
 	rounds     int
@@ -86,6 +91,7 @@ func parseOptions(args []string) (options, error) {
 	var o options
 	var levels string
 	fs.StringVar(&o.binary, "binary", "", "the built tokentap binary (default: go build ./cmd/tokentap into the work directory)")
+	fs.StringVar(&o.compare, "compare", "", "a second tokentap binary, run with tokentap as the fourth path in place of the A/A control (an A/B of two builds; no targets are judged)")
 	fs.BoolVar(&o.short, "short", false, "a shortened run for CI: 2 rounds of 2 s cells, 128 streams for memory")
 	fs.StringVar(&levels, "levels", "", `concurrency levels as "concurrency:tokens-per-second:tokens,..." (default "1:200:100,64:100:50,512:20:20")`)
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per level, alternating path order (default 8, --short 2)")

@@ -110,6 +110,11 @@ func TestParseOptions(t *testing.T) {
 				t.Errorf("%+v", o.levels)
 			}
 		}},
+		{name: "compare", args: []string{"--binary", "/b/new", "--compare", "/b/old"}, check: func(t *testing.T, o options) {
+			if o.binary != "/b/new" || o.compare != "/b/old" {
+				t.Errorf("%+v", o)
+			}
+		}},
 		{name: "level missing a field", args: []string{"--levels", "2:50"}, wantErr: "concurrency:tokens-per-second:tokens"},
 		{name: "level out of bounds", args: []string{"--levels", "0:50:10"}, wantErr: "concurrency 1-4096"},
 		{name: "one-token streams have no gaps", args: []string{"--levels", "1:50:1"}, wantErr: "tokens 2-100000"},

@@ -32,6 +32,10 @@ const (
 
 var pathNames = [numPaths]string{"direct", "caddy", "caddy+tokentap", "caddy (A/A control)"}
 
+// comparedPathName names the fourth path when --compare runs a second
+// build there.
+const comparedPathName = "caddy+tokentap (--compare build)"
+
 // procNames name the processes' config and log files.
 var procNames = [numPaths]string{"", "caddy", "tokentap", "caddy-control"}
 
@@ -197,8 +201,12 @@ func (b *bench) start(ctx context.Context, dir string) error {
 	b.paths[pathDirect] = &path{url: "http://" + simAddr}
 	for _, p := range []int{pathCaddy, pathTokentap, pathControl} {
 		a := addr(o.portBase + p)
-		conf := proxyCaddyfile(addr(o.adminBase+p), o.portBase+p, simAddr, p == pathTokentap)
-		proc, err := startCaddy(ctx, o.binary, dir, procNames[p], conf, a, env)
+		binary, tokentap := o.binary, p == pathTokentap
+		if p == pathControl && o.compare != "" {
+			binary, tokentap = o.compare, true
+		}
+		conf := proxyCaddyfile(addr(o.adminBase+p), o.portBase+p, simAddr, tokentap)
+		proc, err := startCaddy(ctx, binary, dir, procNames[p], conf, a, env)
 		if err != nil {
 			return err
 		}
@@ -208,6 +216,9 @@ func (b *bench) start(ctx context.Context, dir string) error {
 		b.paths[p].key = string(rune('A' + p))
 		b.paths[p].name = pathNames[p]
 		b.paths[p].client = newBenchClient()
+	}
+	if o.compare != "" {
+		b.paths[pathControl].name = comparedPathName
 	}
 	return nil
 }
