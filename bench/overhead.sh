@@ -19,5 +19,11 @@ ulimit -n "$hard" 2>/dev/null || echo "note: could not raise the open-file limit
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/tokentap" ./cmd/tokentap
-go run ./bench/overhead --binary "$tmp/tokentap" "$@"
+# TOKENTAP_BINARY names a binary already built from this checkout (.ci/run
+# passes its own); without it one is built here.
+tokentap=${TOKENTAP_BINARY:-}
+if [ -z "$tokentap" ]; then
+	tokentap="$tmp/tokentap"
+	go build -o "$tokentap" ./cmd/tokentap
+fi
+go run ./bench/overhead --binary "$tokentap" "$@"
