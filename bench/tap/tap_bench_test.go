@@ -1,4 +1,4 @@
-package meter
+package tap_test
 
 import (
 	"bytes"
@@ -10,8 +10,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/tokentap/tokentap/meter"
 	"github.com/tokentap/tokentap/simulator"
 )
+
+// t0 is the streams' start; the meter is fed explicit times from it.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // writeRecorder keeps every Write of a handler apart: the simulator writes
 // and flushes each event on its own, as a token-streaming server does, and
@@ -74,7 +78,7 @@ func BenchmarkTap(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			writes, contentType := simulatedStream(b, tc.target, tc.body)
 			path, _, _ := strings.Cut(tc.target, "?")
-			d, ok := DialectForPath(path)
+			d, ok := meter.DialectForPath(path)
 			if !ok {
 				b.Fatalf("no dialect claims %s", path)
 			}
@@ -83,9 +87,9 @@ func BenchmarkTap(b *testing.B) {
 				size += len(w)
 			}
 			body := []byte(tc.body)
-			var mt Meter
-			run := func() *Measurement {
-				mt.Init(d.New(), Options{}, t0)
+			var mt meter.Meter
+			run := func() *meter.Measurement {
+				mt.Init(d.New(), meter.Options{}, t0)
 				mt.Request(path, body, false)
 				mt.Response(http.StatusOK, contentType, "")
 				at := t0
@@ -93,10 +97,10 @@ func BenchmarkTap(b *testing.B) {
 					at = at.Add(time.Millisecond)
 					mt.Write(w, at)
 				}
-				return mt.Finish(at.Add(time.Millisecond), OutcomeUnknown, "")
+				return mt.Finish(at.Add(time.Millisecond), meter.OutcomeUnknown, "")
 			}
 			// A tap that skipped the events would be fast for nothing.
-			if m := run(); m.Outcome != OutcomeCompleted || m.Usage.OutputTokens != tapStreamTokens || m.FirstToken == 0 {
+			if m := run(); m.Outcome != meter.OutcomeCompleted || m.Usage.OutputTokens != tapStreamTokens || m.FirstToken == 0 {
 				b.Fatalf("the tap read %d output tokens, outcome %v, first token %v: not the simulator's stream",
 					m.Usage.OutputTokens, m.Outcome, m.FirstToken)
 			}
@@ -124,7 +128,7 @@ func BenchmarkTapInterleaved(b *testing.B) {
 	const streams = 64
 	target, body := "/v1/chat/completions", []byte(`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
 	writes, contentType := simulatedStream(b, target, string(body))
-	d, _ := DialectForPath(target)
+	d, _ := meter.DialectForPath(target)
 	other := make([]byte, 8<<20)
 	for _, tc := range []struct {
 		name   string
@@ -132,13 +136,13 @@ func BenchmarkTapInterleaved(b *testing.B) {
 		batch  int // consecutive events each stream is fed in its turn
 	}{{"warm", false, 1}, {"thrash", true, 1}, {"thrash, batches of 8", true, 8}} {
 		b.Run(tc.name, func(b *testing.B) {
-			meters := make([]Meter, streams)
+			meters := make([]meter.Meter, streams)
 			var timed time.Duration
 			var events int
 			var sink byte
 			for b.Loop() {
 				for i := range meters {
-					meters[i].Init(d.New(), Options{}, t0)
+					meters[i].Init(d.New(), meter.Options{}, t0)
 					meters[i].Request(target, body, false)
 					meters[i].Response(http.StatusOK, contentType, "")
 				}
@@ -161,7 +165,7 @@ func BenchmarkTapInterleaved(b *testing.B) {
 				}
 				at := t0.Add(time.Duration(len(writes)) * time.Millisecond)
 				for i := range meters {
-					if m := meters[i].Finish(at.Add(time.Millisecond), OutcomeUnknown, ""); m.Usage.OutputTokens != tapStreamTokens {
+					if m := meters[i].Finish(at.Add(time.Millisecond), meter.OutcomeUnknown, ""); m.Usage.OutputTokens != tapStreamTokens {
 						b.Fatalf("stream %d: %d output tokens, want %d", i, m.Usage.OutputTokens, tapStreamTokens)
 					}
 				}
