@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,33 +45,78 @@ import (
 // log and debug lines. They already hide Authorization,
 // Proxy-Authorization and Cookie, but not the other key headers or the
 // query string, which tokentap cannot change from inside a handler. So
-// the test runs twice: with plain JSON logs, where it checks everything
-// tokentap itself wrote (its own log lines and the access log's tokentap
-// object) and reports what Caddy's lines would have shown; and with the
-// log filter docs/telemetry.md gives (secretsLogFilter), where every byte
-// of every log must be clean.
+// the test runs with plain JSON logs, where it checks everything tokentap
+// itself wrote (its own log lines and the access log's tokentap object)
+// and reports what Caddy's lines would have shown; and with the log filter
+// docs/telemetry.md gives, read from the doc (docLogFilter), where every
+// byte of every log must be clean.
 //
 // So that a clean result means something, it also checks that the
 // collection is whole: a span per exchange, the request model (a random
 // name) found in the exported bytes, debug and access log lines present,
 // and, on the capturing route, content that is there and right: each span
 // carries the simulator's exact answer as its output message and the
-// instructions the API keeps apart.
+// instructions the API keeps apart. And a third run exports a credential
+// on purpose, a label copying X-Api-Key, which the same search must report
+// everywhere a label goes (spans, metric points, stats, /metrics), and no
+// other credential.
 func TestSecretsNeverExported(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the tokentap binary")
 	}
+	filter := docLogFilter(t)
 	bin := secretsBinary(t)
 	for _, tc := range []struct {
-		name   string
-		filter bool
+		name string
+		// logFormat is the body of the test's log blocks: a plain JSON
+		// format, or the documented filter.
+		logFormat string
+		filtered  bool
+		// options go in every tokentap block.
+		options string
+		// leak names the credential the options export, which the search
+		// must report in each of leakIn; "" for none.
+		leak   string
+		leakIn []string
 	}{
-		{"plain logs: what tokentap writes", false},
-		{"documented log filter: every line", true},
+		{name: "plain logs: what tokentap writes", logFormat: "format json"},
+		{name: "documented log filter: every line", logFormat: filter, filtered: true},
+		{
+			name:      "a label copying X-Api-Key is reported",
+			logFormat: "format json",
+			options:   "label key {http.request.header.X-Api-Key}",
+			leak:      "X-Api-Key",
+			leakIn: []string{"spans (OTLP)", "metric points (OTLP)",
+				"admin /tokentap/stats", "admin /tokentap/stats/sketches", "admin /metrics"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			run := runSecrets(t, bin, tc.filter)
-			run.check(t, tc.filter)
+			run := runSecrets(t, bin, tc.logFormat, tc.options)
+			run.checkWhole(t)
+			leaks := run.leaks(t, tc.filtered)
+			if tc.leak == "" {
+				for _, l := range leaks {
+					t.Errorf("the %s credential appears in %s: …%q…", l.what, l.where, l.excerpt)
+				}
+				return
+			}
+			// The configuration leaks on purpose: the search must say so,
+			// where the label goes, and find no other credential.
+			found := map[string]bool{}
+			for _, l := range leaks {
+				if l.what != tc.leak {
+					t.Errorf("the %s credential appears in %s: …%q…", l.what, l.where, l.excerpt)
+				}
+				found[l.where] = true
+			}
+			for _, where := range tc.leakIn {
+				if !found[where] {
+					t.Errorf("the search did not report the %s credential in %s, where the label puts it", tc.leak, where)
+				}
+			}
+			if len(found) > 0 {
+				t.Logf("the search reported the %s credential in %s", tc.leak, strings.Join(slices.Sorted(maps.Keys(found)), ", "))
+			}
 		})
 	}
 }
@@ -83,28 +130,54 @@ const (
 	secretsAdminPort = 2410
 )
 
-// secretsLogFilter is the log encoder docs/telemetry.md recommends for
-// Caddy's logs: it deletes the API key headers Caddy does not hide by
-// itself and the credentials of the query string. Keep the two in step.
-const secretsLogFilter = `filter {
-			wrap json
-			request>headers>X-Api-Key delete
-			request>headers>Api-Key delete
-			request>headers>X-Goog-Api-Key delete
-			request>uri query {
-				delete key
-				delete access_token
-				delete sig
-			}
-			uri query {
-				delete key
-				delete access_token
-				delete sig
-			}
-		}`
+// docLogFilterMarker is the line of docs/telemetry.md right before the log
+// filter it recommends, a fenced `log { ... }` block.
+const docLogFilterMarker = "<!-- TestSecretsNeverExported (caddymodule/secrets_test.go) uses the block below verbatim -->"
 
-// secretsConfig is the Caddyfile of a run; FORMAT is the log format, DIR
-// the directory of the log files.
+// docLogFilter returns the body of the log block docs/telemetry.md
+// recommends to keep API keys and query credentials out of Caddy's logs,
+// so that what the test checks is what the doc says.
+func docLogFilter(t *testing.T) string {
+	t.Helper()
+	const doc = "../docs/telemetry.md"
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	at := -1
+	for i, l := range lines {
+		if strings.TrimSpace(l) == docLogFilterMarker {
+			if at >= 0 {
+				t.Fatalf("%s has the log filter's marker twice, lines %d and %d", doc, at+1, i+1)
+			}
+			at = i
+		}
+	}
+	if at < 0 {
+		t.Fatalf("%s has no line %q before the log filter", doc, docLogFilterMarker)
+	}
+	if at+1 >= len(lines) || !strings.HasPrefix(lines[at+1], "```") {
+		t.Fatalf("%s line %d: the log filter's marker is not followed by a fenced block", doc, at+1)
+	}
+	var block []string
+	closed := false
+	for _, l := range lines[at+2:] {
+		if strings.HasPrefix(l, "```") {
+			closed = true
+			break
+		}
+		block = append(block, l)
+	}
+	if !closed || len(block) < 3 || block[0] != "log {" || block[len(block)-1] != "}" {
+		t.Fatalf("%s line %d: the block after the log filter's marker is not a whole `log { ... }` block:\n%s",
+			doc, at+1, strings.Join(block, "\n"))
+	}
+	return strings.Join(block[1:len(block)-1], "\n")
+}
+
+// secretsConfig is the Caddyfile of a run; LOGFORMAT is the body of the log
+// blocks, DIR the directory of the log files, OPTIONS tokentap's options.
 const secretsConfig = `{
 	admin 127.0.0.1:2410
 	skip_install_trust
@@ -113,7 +186,7 @@ const secretsConfig = `{
 	grace_period 1s
 	log default {
 		output file DIR/caddy.log
-		format FORMAT
+LOGFORMAT
 		level DEBUG
 	}
 }
@@ -122,20 +195,25 @@ http://127.0.0.1:9450 {
 	bind 127.0.0.1
 	log {
 		output file DIR/access.log
-		format FORMAT
+LOGFORMAT
 	}
 	handle_path /plain/* {
-		tokentap
+		tokentap {
+			OPTIONS
+		}
 		reverse_proxy 127.0.0.1:9451
 	}
 	handle_path /capture/* {
 		tokentap {
 			capture_content
+			OPTIONS
 		}
 		reverse_proxy 127.0.0.1:9451
 	}
 	handle_path /down/* {
-		tokentap
+		tokentap {
+			OPTIONS
+		}
 		reverse_proxy 127.0.0.1:9453
 	}
 }
@@ -162,7 +240,8 @@ type secretsRun struct {
 	// where the API keeps them apart.
 	want        map[string]capturedContent
 	artifacts   []artifact
-	spans       []byte // the raw OTLP trace requests, concatenated
+	spans       []byte   // the raw OTLP trace requests, concatenated
+	rawTraces   [][]byte // and one by one
 	traces      []*collectortrace.ExportTraceServiceRequest
 	logLines    []map[string]any // the debug log, decoded
 	accessLines []map[string]any // the access log, decoded
@@ -253,14 +332,10 @@ func (o *otlpReceiver) get(path string) [][]byte {
 
 // runSecrets starts the binary, sends the requests, stops it and collects
 // what it exported and wrote.
-func runSecrets(t *testing.T, bin string, filter bool) *secretsRun {
+func runSecrets(t *testing.T, bin, logFormat, options string) *secretsRun {
 	t.Helper()
 	dir := t.TempDir()
-	format := "json"
-	if filter {
-		format = secretsLogFilter
-	}
-	config := strings.NewReplacer("DIR", dir, "FORMAT", format).Replace(secretsConfig)
+	config := strings.NewReplacer("DIR", dir, "LOGFORMAT", logFormat, "OPTIONS", options).Replace(secretsConfig)
 	configPath := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -359,7 +434,8 @@ func runSecrets(t *testing.T, bin string, filter bool) *secretsRun {
 		t.Fatal("tokentap did not stop")
 	}
 
-	for _, b := range recv.get("/v1/traces") {
+	run.rawTraces = recv.get("/v1/traces")
+	for _, b := range run.rawTraces {
 		run.spans = append(run.spans, b...)
 		var req collectortrace.ExportTraceServiceRequest
 		if err := proto.Unmarshal(b, &req); err != nil {
@@ -575,9 +651,9 @@ func jsonLines(t *testing.T, b []byte) []map[string]any {
 	return out
 }
 
-// check asserts the run exported and wrote what it should, and no
-// credential anywhere.
-func (run *secretsRun) check(t *testing.T, filter bool) {
+// checkWhole asserts the run exported and wrote what it should, so that
+// a search of it that finds nothing means something.
+func (run *secretsRun) checkWhole(t *testing.T) {
 	t.Helper()
 	// The collection is not empty: every exchange has its span, the
 	// capturing route's spans carry content, the logs have their lines.
@@ -630,7 +706,20 @@ func (run *secretsRun) check(t *testing.T, filter bool) {
 	if !bytes.Contains(run.spans, []byte(run.canary)) {
 		t.Error("the request model is not in the exported spans: the search would find nothing")
 	}
+}
 
+// leak is one credential found where it must not be.
+type leak struct {
+	what, where string
+	excerpt     []byte
+}
+
+// leaks searches what tokentap exported and wrote for the credentials:
+// every export, tokentap's own log lines and the access log's tokentap
+// object; and, when Caddy's logs went through the filter, every byte of
+// every log.
+func (run *secretsRun) leaks(t *testing.T, filtered bool) []leak {
+	t.Helper()
 	// What tokentap itself writes, in either run: its own log lines and
 	// the access log's tokentap object.
 	var own []artifact
@@ -649,12 +738,12 @@ func (run *secretsRun) check(t *testing.T, filter bool) {
 		}
 	}
 	search := append(append([]artifact(nil), run.artifacts...), own...)
-	summary := []string{fmt.Sprintf("%d spans", spans), fmt.Sprintf("%d of tokentap's own log lines and access log objects", len(own))}
+	summary := []string{fmt.Sprintf("%d spans", spanCount(t, run.rawTraces)), fmt.Sprintf("%d of tokentap's own log lines and access log objects", len(own))}
 	for _, a := range append(append([]artifact(nil), run.artifacts...), run.rawLogs...) {
 		summary = append(summary, fmt.Sprintf("%s: %d bytes", a.name, len(a.data)))
 	}
 	t.Logf("searched %s", strings.Join(summary, "; "))
-	if filter {
+	if filtered {
 		search = append(search, run.rawLogs...)
 	} else {
 		// Caddy's own lines, for the record: why the filter is needed.
@@ -666,12 +755,14 @@ func (run *secretsRun) check(t *testing.T, filter bool) {
 			}
 		}
 	}
+	var found []leak
 	for _, a := range search {
 		for what, secret := range run.secrets {
 			if i := bytes.Index(a.data, []byte(secret)); i >= 0 {
 				from, to := max(0, i-200), min(len(a.data), i+len(secret)+100)
-				t.Errorf("the %s credential appears in %s: …%q…", what, a.name, a.data[from:to])
+				found = append(found, leak{what, a.name, a.data[from:to]})
 			}
 		}
 	}
+	return found
 }
