@@ -95,6 +95,28 @@ func simRequest(t *testing.T, body string, header map[string]string) *http.Reque
 	return req
 }
 
+// streamFormat posts body to the simulator's path through the proxy with
+// the simulator's headers, reads the whole answer and returns the response,
+// whose trailers carry the simulator's schedule.
+func streamFormat(t *testing.T, tester *caddytest.Tester, path, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://localhost:9080/sim"+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := tester.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d, %v", resp.StatusCode, err)
+	}
+	return resp
+}
+
 // waitSpans waits until n spans have ended.
 func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, n int) []sdktrace.ReadOnlySpan {
 	t.Helper()
@@ -109,9 +131,26 @@ func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, n int) []sdktrace.Read
 	return nil
 }
 
+// timingStreams is how many streams TestTimingAccuracy sends per case.
+const timingStreams = 11
+
 // TestTimingAccuracy compares what tokentap measured with what the simulator
-// was told to produce, over loopback through a real reverse_proxy: time to
-// first token within 2 ms, output tokens/s within 2 %.
+// was told to produce, over loopback through a real reverse_proxy: in each
+// case the median of 11 streams is within 2 ms of the simulator's time to
+// first token and within 2 % of its output tokens/s, and no stream's first
+// or last token is measured before the simulator's schedule sends it.
+//
+// Why the median of many streams, not one stream or the best of a few: an
+// error of tokentap's own moves every stream, while a shared machine moves a
+// few, when it deschedules the proxy or the simulator for some
+// milliseconds. The median misses only if 6 of the 11 streams do. If noise
+// puts a stream out of bounds with probability p, independently (the rounds
+// interleave the cases, so a burst of load spreads over all of them rather
+// than filling one), that is C(11,6)·p⁶ ≈ 462·p⁶: 5·10⁻⁴ at p = 0.1, where a
+// single stream would fail one run in ten. Noise only delays a token, never
+// advances it, so the order is checked on every stream whatever the load,
+// and so are the token count and its source; a bound on the worst stream
+// would bound the machine, not tokentap.
 func TestTimingAccuracy(t *testing.T) {
 	if raceEnabled || os.Getenv("TOKENTAP_TIMING_TESTS") != "1" {
 		// Millisecond bounds need the machine to itself: the race
@@ -121,14 +160,7 @@ func TestTimingAccuracy(t *testing.T) {
 		t.Skip("set TOKENTAP_TIMING_TESTS=1 and run alone, without -race (as .ci/run does)")
 	}
 	tester, rec := startCaddy(t, "1ns", "1s")
-	tests := []struct {
-		name   string
-		ttft   string
-		tps    string
-		tokens string
-		jitter string
-		usage  bool
-	}{
+	tests := []timingCase{
 		{"steady 100 tok/s with usage", "100ms", "100", "40", "0", true},
 		{"slow start, 40 tok/s, jitter 20%", "300ms", "40", "25", "0.2", true},
 		{"fast 200 tok/s without usage: estimated", "50ms", "200", "60", "0", false},
@@ -140,87 +172,112 @@ func TestTimingAccuracy(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+	samples := make([][]timingSample, len(tests))
+	for round := 0; round < timingStreams; round++ {
+		for i, tt := range tests {
+			samples[i] = append(samples[i], timingRun(t, tester, rec, i, round, tt))
+		}
+	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// A shared 2-core machine can deschedule either side for a few
-			// milliseconds; a case passes if one of three runs is within
-			// bounds, and every run is logged.
-			var failures []string
-			for attempt := 0; attempt < 3; attempt++ {
-				failures = timingRun(t, tester, rec, i, tt.ttft, tt.tps, tt.tokens, tt.jitter, tt.usage)
-				if len(failures) == 0 {
-					return
+			var excess, rateErr []float64
+			worstExcess, worstRate := math.Inf(-1), 0.0
+			for _, s := range samples[i] {
+				t.Log(s.log)
+				for _, p := range s.problems {
+					t.Error(p)
 				}
+				excess = append(excess, s.ttftExcess)
+				rateErr = append(rateErr, math.Abs(s.rateErr))
+				worstExcess, worstRate = max(worstExcess, s.ttftExcess), max(worstRate, math.Abs(s.rateErr))
 			}
-			for _, f := range failures {
-				t.Error(f)
+			medExcess, medRate := medianOf(excess), medianOf(rateErr)
+			t.Logf("median of %d streams: time to first token %+.2f ms (worst %+.2f ms), |output tokens/s error| %.2f %% (worst %.2f %%)",
+				len(excess), 1000*medExcess, 1000*worstExcess, 100*medRate, 100*worstRate)
+			if medExcess > 0.002 {
+				t.Errorf("median time to first token %.3f ms over the simulator's, want within 2 ms", 1000*medExcess)
+			}
+			if medRate > 0.02 {
+				t.Errorf("median output tokens/s error %.2f %%, want within 2 %%", 100*medRate)
 			}
 		})
 	}
 }
 
-// timingRun streams one request and returns what was out of bounds.
-func timingRun(t *testing.T, tester *caddytest.Tester, rec *tracetest.SpanRecorder, i int, ttft, tps, tokens, jitter string, usage bool) (failures []string) {
-	tt := struct {
-		ttft, tps, tokens, jitter string
-		usage                     bool
-	}{ttft, tps, tokens, jitter, usage}
-	{
-		{
-			body := fmt.Sprintf(`{"model":"sim-%d","stream":true,"stream_options":{"include_usage":%v},"messages":[{"role":"user","content":"hi"}]}`, i, tt.usage)
-			hdr := map[string]string{
-				simulator.HeaderTimeToFirstToken: tt.ttft,
-				simulator.HeaderTokensPerSecond:  tt.tps,
-				simulator.HeaderOutputTokens:     tt.tokens,
-				simulator.HeaderJitter:           tt.jitter,
-			}
-			before := len(rec.Ended())
-			resp, err := tester.Client.Do(simRequest(t, body, hdr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) {
-				t.Fatalf("stream: %v, %d bytes", err, len(got))
-			}
-			// The simulator's schedule, from its trailers.
-			wantTTFT := trailerSeconds(t, resp, simulator.HeaderTimeToFirstToken)
-			last := trailerSeconds(t, resp, simulator.HeaderLastToken)
-			n, _ := strconv.Atoi(resp.Trailer.Get(simulator.HeaderOutputTokens))
-			wantRate := float64(n-1) / (last - wantTTFT)
+// timingCase is one of TestTimingAccuracy's simulator settings.
+type timingCase struct {
+	name, ttft, tps, tokens, jitter string
+	usage                           bool
+}
 
-			spans := waitSpans(t, rec, before+1)
-			a := attrs(spans[len(spans)-1])
-			gotTTFT := a[attrTimeToFirstToken].AsFloat64()
-			gotRate := a[attrOutputTokensPerSecond].AsFloat64()
-			t.Logf("ttft: simulator %.4fs measured %.4fs (%+.2f ms); rate: simulator %.2f/s measured %.2f/s (%+.2f%%); tokens %d source %s",
-				wantTTFT, gotTTFT, 1000*(gotTTFT-wantTTFT), wantRate, gotRate, 100*(gotRate/wantRate-1),
-				a["gen_ai.usage.output_tokens"].AsInt64(), a[attrUsageSource].AsString())
-			// The proxy sees the request before the simulator does and the
-			// token after it sends it, so its TTFT is a little longer.
-			if d := gotTTFT - wantTTFT; d < 0 || d > 0.002 {
-				failures = append(failures, fmt.Sprintf("time to first token off by %.3f ms", 1000*d))
-			}
-			if math.Abs(gotRate/wantRate-1) > 0.02 {
-				failures = append(failures, fmt.Sprintf("output tokens/s %.2f, want %.2f within 2%%", gotRate, wantRate))
-			}
-			if a["gen_ai.usage.output_tokens"].AsInt64() != int64(n) {
-				t.Errorf("output tokens %d, want %d", a["gen_ai.usage.output_tokens"].AsInt64(), n)
-			}
-			wantSource := "estimated"
-			if tt.usage {
-				wantSource = "reported"
-			}
-			if a[attrUsageSource].AsString() != wantSource {
-				t.Errorf("usage source %s, want %s", a[attrUsageSource].AsString(), wantSource)
-			}
-			if a["server.address"].AsString() != "127.0.0.1" || a["server.port"].AsInt64() != 9081 {
-				t.Errorf("server %v:%v", a["server.address"], a["server.port"])
-			}
-		}
+// timingSample is one stream of TestTimingAccuracy: the measurement's
+// errors against the simulator's schedule, a log line, and what was wrong
+// whatever the machine's load.
+type timingSample struct {
+	ttftExcess float64 // seconds, measured minus scheduled
+	rateErr    float64 // relative, measured over scheduled minus 1
+	log        string
+	problems   []string
+}
+
+// timingRun streams one request of case tt and compares the span with the
+// simulator's schedule.
+func timingRun(t *testing.T, tester *caddytest.Tester, rec *tracetest.SpanRecorder, i, round int, tt timingCase) (s timingSample) {
+	t.Helper()
+	// The round is in the prompt, so that each stream gets its own jitter.
+	body := fmt.Sprintf(`{"model":"sim-%d","stream":true,"stream_options":{"include_usage":%v},"messages":[{"role":"user","content":"hi %d"}]}`, i, tt.usage, round)
+	hdr := map[string]string{
+		simulator.HeaderTimeToFirstToken: tt.ttft,
+		simulator.HeaderTokensPerSecond:  tt.tps,
+		simulator.HeaderOutputTokens:     tt.tokens,
+		simulator.HeaderJitter:           tt.jitter,
 	}
-	return failures
+	before := len(rec.Ended())
+	resp, err := tester.Client.Do(simRequest(t, body, hdr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("stream: %v, %d bytes", err, len(got))
+	}
+	// The simulator's schedule, from its trailers.
+	wantTTFT := trailerSeconds(t, resp, simulator.HeaderTimeToFirstToken)
+	wantLast := trailerSeconds(t, resp, simulator.HeaderLastToken)
+	n, _ := strconv.Atoi(resp.Trailer.Get(simulator.HeaderOutputTokens))
+	wantRate := float64(n-1) / (wantLast - wantTTFT)
+
+	spans := waitSpans(t, rec, before+1)
+	a := attrs(spans[len(spans)-1])
+	gotTTFT := a[attrTimeToFirstToken].AsFloat64()
+	gotRate := a[attrOutputTokensPerSecond].AsFloat64()
+	gotLast := gotTTFT + float64(n-1)/gotRate
+	s.ttftExcess, s.rateErr = gotTTFT-wantTTFT, gotRate/wantRate-1
+	s.log = fmt.Sprintf("round %d: ttft simulator %.4fs measured %.4fs (%+.2f ms); rate simulator %.2f/s measured %.2f/s (%+.2f%%); tokens %d source %s",
+		round, wantTTFT, gotTTFT, 1000*s.ttftExcess, wantRate, gotRate, 100*s.rateErr,
+		a["gen_ai.usage.output_tokens"].AsInt64(), a[attrUsageSource].AsString())
+	// The proxy's clock starts before the simulator's, and it sees each
+	// token after the simulator sends it, never before its schedule.
+	const ns = 1e-9 // float rounding of durations in seconds
+	if gotTTFT < wantTTFT || gotLast+ns < wantLast {
+		s.problems = append(s.problems, fmt.Sprintf("round %d: first token measured at %.4f s, last at %.4f s, before the simulator's %.4f s, %.4f s",
+			round, gotTTFT, gotLast, wantTTFT, wantLast))
+	}
+	if a["gen_ai.usage.output_tokens"].AsInt64() != int64(n) {
+		s.problems = append(s.problems, fmt.Sprintf("round %d: output tokens %d, want %d", round, a["gen_ai.usage.output_tokens"].AsInt64(), n))
+	}
+	wantSource := "estimated"
+	if tt.usage {
+		wantSource = "reported"
+	}
+	if a[attrUsageSource].AsString() != wantSource {
+		s.problems = append(s.problems, fmt.Sprintf("round %d: usage source %s, want %s", round, a[attrUsageSource].AsString(), wantSource))
+	}
+	if a["server.address"].AsString() != "127.0.0.1" || a["server.port"].AsInt64() != 9081 {
+		s.problems = append(s.problems, fmt.Sprintf("round %d: server %v:%v", round, a["server.address"], a["server.port"]))
+	}
+	return s
 }
 
 func trailerSeconds(t *testing.T, resp *http.Response, name string) float64 {
@@ -504,6 +561,23 @@ func TestInjectUsageThroughCaddy(t *testing.T) {
 	}
 }
 
+// caddyFormats are the formats the simulator speaks, as requested through
+// the integration config's /sim route.
+var caddyFormats = []struct {
+	name, path, body, dialect, op string
+	canOmitUsage                  bool
+}{
+	{"openai chat", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},` + simMessages + `}`, "openai_chat", "chat", true},
+	{"openai responses", "/v1/responses", `{"model":"m","stream":true,"input":"tell me about throughput"}`, "openai_responses", "chat", true},
+	{"anthropic messages", "/v1/messages", `{"model":"m","stream":true,"max_tokens":500,` + simMessages + `}`, "anthropic_messages", "chat", false},
+	{"gemini sse", "/v1beta/models/gemini-sim:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"tell me about throughput"}]}]}`, "gemini", "generate_content", true},
+	{"gemini streamed array", "/v1beta/models/gemini-sim:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"tell me about throughput"}]}]}`, "gemini", "generate_content", true},
+	{"ollama chat", "/api/chat", `{"model":"m",` + simMessages + `}`, "ollama", "chat", true},
+	{"ollama generate", "/api/generate", `{"model":"m","prompt":"tell me about throughput"}`, "ollama", "text_completion", true},
+}
+
+const simMessages = `"messages":[{"role":"user","content":"tell me about throughput"}]`
+
 // TestFormatsThroughCaddy streams every format the simulator speaks through
 // a real reverse_proxy: each is read by its own dialect, and its counts match
 // the simulator's exactly, reported or (where the format can omit usage)
@@ -511,41 +585,19 @@ func TestInjectUsageThroughCaddy(t *testing.T) {
 // error on these streams is the dialect's, not the estimator's.
 func TestFormatsThroughCaddy(t *testing.T) {
 	tester, rec := startCaddy(t, "1ns", "1s")
-	msgs := `"messages":[{"role":"user","content":"tell me about throughput"}]`
-	tests := []struct {
-		name, path, body, dialect, op string
-		canOmitUsage                  bool
-	}{
-		{"openai chat", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},` + msgs + `}`, "openai_chat", "chat", true},
-		{"openai responses", "/v1/responses", `{"model":"m","stream":true,"input":"tell me about throughput"}`, "openai_responses", "chat", true},
-		{"anthropic messages", "/v1/messages", `{"model":"m","stream":true,"max_tokens":500,` + msgs + `}`, "anthropic_messages", "chat", false},
-		{"gemini sse", "/v1beta/models/gemini-sim:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"tell me about throughput"}]}]}`, "gemini", "generate_content", true},
-		{"gemini streamed array", "/v1beta/models/gemini-sim:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"tell me about throughput"}]}]}`, "gemini", "generate_content", true},
-		{"ollama chat", "/api/chat", `{"model":"m",` + msgs + `}`, "ollama", "chat", true},
-		{"ollama generate", "/api/generate", `{"model":"m","prompt":"tell me about throughput"}`, "ollama", "text_completion", true},
-	}
-	for _, tt := range tests {
+	for _, tt := range caddyFormats {
 		for _, usage := range []string{"auto", "never"} {
 			if usage == "never" && !tt.canOmitUsage {
 				continue
 			}
 			t.Run(tt.name+"/usage "+usage, func(t *testing.T) {
 				before := len(rec.Ended())
-				req, _ := http.NewRequest("POST", "http://localhost:9080/sim"+tt.path, strings.NewReader(tt.body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(simulator.HeaderTimeToFirstToken, "30ms")
-				req.Header.Set(simulator.HeaderTokensPerSecond, "300")
-				req.Header.Set(simulator.HeaderOutputTokens, "24")
-				req.Header.Set(simulator.HeaderUsage, usage)
-				resp, err := tester.Client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 {
-					t.Fatalf("status %d, %v", resp.StatusCode, err)
-				}
+				resp := streamFormat(t, tester, tt.path, tt.body, map[string]string{
+					simulator.HeaderTimeToFirstToken: "30ms",
+					simulator.HeaderTokensPerSecond:  "300",
+					simulator.HeaderOutputTokens:     "24",
+					simulator.HeaderUsage:            usage,
+				})
 				n, _ := strconv.Atoi(resp.Trailer.Get(simulator.HeaderOutputTokens))
 				ttft := trailerSeconds(t, resp, simulator.HeaderTimeToFirstToken)
 				spans := waitSpans(t, rec, before+1)
@@ -564,11 +616,25 @@ func TestFormatsThroughCaddy(t *testing.T) {
 				if got := a["gen_ai.usage.output_tokens"].AsInt64(); got != int64(n) || n != 24 {
 					t.Errorf("output tokens %d, simulator sent %d", got, n)
 				}
-				if d := a[attrTimeToFirstToken].AsFloat64() - ttft; d < 0 || d > 0.05 {
-					t.Errorf("time to first token %.4f s, simulator %.4f s", a[attrTimeToFirstToken].AsFloat64(), ttft)
+				// Order only, which holds however loaded the machine: the
+				// proxy's clock starts before the simulator's, the
+				// simulator sends no token before its schedule, and the
+				// proxy sees each token after it is sent. How close the
+				// times are is TestFormatsTimingThroughCaddy's, in the
+				// quiet timing step.
+				first := a[attrTimeToFirstToken].AsFloat64()
+				last := first
+				// A proxy descheduled for the stream's 77 ms reads
+				// all its tokens at once, and the rate is undefined.
+				if rate, ok := a[attrOutputTokensPerSecond]; ok {
+					last += float64(n-1) / rate.AsFloat64()
 				}
-				if _, ok := a[attrOutputTokensPerSecond]; !ok {
-					t.Error("no output tokens/s")
+				simLast := trailerSeconds(t, resp, simulator.HeaderLastToken)
+				dur := s.EndTime().Sub(s.StartTime()).Seconds()
+				const ns = 1e-9 // float rounding of durations in seconds
+				if !(ttft <= first && first <= last && simLast <= last+ns && last <= dur+ns) {
+					t.Errorf("want simulator's first token %.4f s <= measured first %.4f s <= measured last %.4f s <= span %.4f s, and simulator's last %.4f s <= measured last",
+						ttft, first, last, dur, simLast)
 				}
 			})
 		}
