@@ -140,8 +140,13 @@ func abortOnce(t *testing.T, client *http.Client, sink *otlpsink.Sink, path stri
 		t.Errorf("error.type %v: a client leaving is not an upstream error", et)
 	}
 	out, _ := a["gen_ai.usage.output_tokens"].(int64)
-	if events > 0 && out < int64(events) {
-		t.Errorf("output tokens %v, want at least the %d the client read", a["gen_ai.usage.output_tokens"], events)
+	if events > 0 && (out < int64(events) || a["tokentap.usage.source"] != "estimated") {
+		t.Errorf("output tokens %v (%v), want at least the %d the client read, estimated", a["gen_ai.usage.output_tokens"], a["tokentap.usage.source"], events)
+	}
+	// reverse_proxy answers a client gone before the first byte with a
+	// 499 of its own; the span keeps it, as Caddy's access log does.
+	if events == 0 && a["http.response.status_code"] != int64(499) {
+		t.Errorf("http.response.status_code %v, want 499", a["http.response.status_code"])
 	}
 	return a
 }
@@ -169,6 +174,13 @@ func warm(t *testing.T, client *http.Client, up *faultsUpstream) {
 // for the upstream to get ahead of the client would be tokentap buffering.
 const slowReaderTotal = 64 << 20
 
+// The slow reader's bounds: twice what docs/RELIABILITY.md publishes,
+// at most 10 MiB ahead and a live heap grown by at most 320 KiB.
+const (
+	slowReaderMaxAhead      = 20 << 20
+	slowReaderMaxHeapGrowth = 640 << 10
+)
+
 // TestSlowReader: a client that reads slowly holds the upstream back
 // instead of making tokentap buffer the difference. While the client
 // crawls, the upstream stalls far short of the whole body and the
@@ -176,7 +188,7 @@ const slowReaderTotal = 64 << 20
 // and gets every byte.
 func TestSlowReader(t *testing.T) {
 	sink, up := startFaultsStack(t, faultsUpSite)
-	var written atomic.Int64
+	var written, events atomic.Int64
 	sent := make(chan [32]byte, 1)
 	up.handle("/firehose", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -187,6 +199,7 @@ func TestSlowReader(t *testing.T) {
 		var piece []byte
 		for n := 0; written.Load() < slowReaderTotal; n++ {
 			piece = append(piece, chatEvent("gpt-firehose", fmt.Sprintf(" %d%s", n, strings.Repeat("x", 900)))...)
+			events.Add(1)
 			if len(piece) < 64<<10 {
 				continue
 			}
@@ -201,6 +214,7 @@ func TestSlowReader(t *testing.T) {
 		h.Write(tail)
 		if writeFlushed(w, tail, len(tail)) {
 			written.Add(int64(len(tail)))
+			events.Add(3) // the finish, the usage and [DONE]
 		}
 		var sum [32]byte
 		copy(sum[:], h.Sum(nil))
@@ -220,10 +234,7 @@ func TestSlowReader(t *testing.T) {
 	req, _ := http.NewRequest("POST", faultsProxyURL+"/up/firehose",
 		strings.NewReader(`{"model":"gpt-firehose","stream":true,"stream_options":{"include_usage":true}}`))
 	req.Header.Set("traceparent", tc.header)
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	heapBase := m.HeapAlloc
+	heapBase := liveHeap()
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +246,7 @@ func TestSlowReader(t *testing.T) {
 	// Crawl: 16 KiB every 10 ms (1.6 MB/s) for 3 s.
 	var maxAhead int64
 	var heapMax uint64
+	var m runtime.MemStats
 	crawlEnd := time.Now().Add(3 * time.Second)
 	for i := 0; time.Now().Before(crawlEnd); i++ {
 		n, err := io.ReadFull(resp.Body, buf)
@@ -254,9 +266,7 @@ func TestSlowReader(t *testing.T) {
 	stalledAt := written.Load()
 	// The live heap once the upstream has stalled: what is held for the
 	// slow client, without the upstream's own garbage from producing.
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	heapStalled := m.HeapAlloc
+	heapStalled := liveHeap()
 	// Then read the rest at full speed.
 	n, err := io.CopyBuffer(h, resp.Body, buf)
 	read += n
@@ -272,19 +282,35 @@ func TestSlowReader(t *testing.T) {
 	if got := h.Sum(nil); string(got) != string(want[:]) || read != written.Load() {
 		t.Errorf("client read %d bytes (sha256 %x), upstream sent %d (sha256 %x)", read, got[:6], written.Load(), want[:6])
 	}
-	// However the kernel sizes the loopback buffers, they hold a few
-	// megabytes per socket, not a hundred.
-	if stalledAt >= slowReaderTotal/2 {
-		t.Errorf("the upstream got %d MiB out while the client had read %d MiB: something buffered without bound", stalledAt>>20, (read-n)>>20)
+	// The kernel's loopback socket buffers held 8 to 10 MiB between the
+	// upstream and the client (docs/RELIABILITY.md); tokentap buffering
+	// would let the upstream send all 64 MiB at once.
+	if maxAhead > slowReaderMaxAhead {
+		t.Errorf("the upstream got %d MiB out while the client had read %d MiB, at most %d MiB ahead: over %d MiB, something buffered",
+			stalledAt>>20, (read-n)>>20, maxAhead>>20, slowReaderMaxAhead>>20)
 	}
-	if grew := int64(heapStalled) - int64(heapBase); grew > 4<<20 {
-		t.Errorf("the live heap grew by %d KiB while the client crawled", grew>>10)
+	// What the exchange holds while the client crawls: connection and
+	// copy buffers, the upstream handler's own 64 KiB piece: 80 to
+	// 320 KiB in runs with and without -race (docs/RELIABILITY.md).
+	if grew := int64(heapStalled) - int64(heapBase); grew > slowReaderMaxHeapGrowth {
+		t.Errorf("the live heap grew by %d KiB while the client crawled, over %d KiB", grew>>10, slowReaderMaxHeapGrowth>>10)
 	}
 	span := waitSpan(t, sink, tc, 10*time.Second)
-	if span.Attributes["tokentap.outcome"] != "completed" {
-		t.Errorf("outcome %v", span.Attributes["tokentap.outcome"])
+	if span.Attributes["tokentap.outcome"] != "completed" || span.Attributes["tokentap.chunks"] != events.Load() {
+		t.Errorf("span: outcome %v, %v chunks; the upstream sent %d events", span.Attributes["tokentap.outcome"], span.Attributes["tokentap.chunks"], events.Load())
 	}
 	t.Logf("crawling at 1.6 MB/s for 3 s, the client read %d MiB while the upstream had sent %d MiB (at most %d MiB ahead, in the kernel's socket buffers); "+
 		"live heap %d KiB before, %d KiB with the upstream stalled (%d KiB at most while it produced); then %d MiB at full speed, sha256 %x identical; span outcome %v, %v chunks",
 		(read-n)>>20, stalledAt>>20, maxAhead>>20, heapBase>>10, heapStalled>>10, heapMax>>10, n>>20, want[:6], span.Attributes["tokentap.outcome"], span.Attributes["tokentap.chunks"])
+}
+
+// liveHeap is the heap's live bytes: after two collections, so that what
+// sync.Pools held at the first (kept one more cycle in their victim
+// caches) is gone too, and two readings compare what the program holds.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -154,6 +154,11 @@ func TestProtocols(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("straight from the simulator: %d, %v", resp.StatusCode, err)
 	}
+	// The simulator's answer to this request is the same every time:
+	// docs/RELIABILITY.md quotes its size and its 25 tokens.
+	if len(want) != 7370 {
+		t.Errorf("the simulator sends %d bytes for this request; docs/RELIABILITY.md says 7,370", len(want))
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := &http.Transport{DisableCompression: true, Protocols: tt.protocols, TLSClientConfig: &tls.Config{RootCAs: pool}}
@@ -179,7 +184,7 @@ func TestProtocols(t *testing.T) {
 			}
 			n, _ := strconv.Atoi(resp.Trailer.Get(simulator.HeaderOutputTokens))
 			a := waitSpan(t, sink, tc, 10*time.Second).Attributes
-			if a["tokentap.outcome"] != "completed" || a["gen_ai.usage.output_tokens"] != int64(n) || n == 0 {
+			if a["tokentap.outcome"] != "completed" || a["gen_ai.usage.output_tokens"] != int64(n) || n != 25 {
 				t.Errorf("span: outcome %v, output tokens %v; the simulator sent %d", a["tokentap.outcome"], a["gen_ai.usage.output_tokens"], n)
 			}
 			t.Logf("%s: %d bytes identical to the simulator's (sha256 %x), trailers %v; span: outcome %v, %v output tokens, %v tokens/s",

@@ -136,6 +136,17 @@ type upstreamFault struct {
 	wantDegraded    string // "" means absent
 	wantSpanError   bool
 	wantOutputFound bool // gen_ai.usage.output_tokens must be set
+	// wantTokens and wantSource, when wantOutputFound, are the output
+	// tokens and their tokentap.usage.source.
+	wantTokens int64
+	wantSource string
+	// wantChunks is tokentap.chunks (-1: absent).
+	wantChunks int64
+	// wantModel, when set, is gen_ai.response.model as exported.
+	wantModel string
+	// minElapsed, when set, is the least time before the client's read
+	// ends: the proxy's timeout, not something sooner, ended it.
+	minElapsed time.Duration
 	// maxAlloc bounds the bytes the whole process allocates while the
 	// exchange runs (0: not checked): proof that tokentap does not
 	// buffer what it cannot measure.
@@ -210,50 +221,66 @@ http://`+faultsProxyAddr+` {
 			name: "reset mid-stream", route: "up", status: 200, contentType: "text/event-stream",
 			body: five, then: "reset",
 			wantReadErr: true, wantOutcome: "upstream_error", wantErrorType: "stream_aborted", wantSpanError: true, wantOutputFound: true,
+			wantTokens: 5, wantSource: "estimated", wantChunks: 5,
 		},
 		{
 			name: "hang mid-stream, the client gives up", route: "up", status: 200, contentType: "text/event-stream",
 			body: five, then: "hang", clientTimeout: 300 * time.Millisecond,
 			wantReadErr: true, wantOutcome: "client_abort", wantOutputFound: true,
+			wantTokens: 5, wantSource: "estimated", wantChunks: 5,
 		},
 		{
 			name: "hang mid-stream, the proxy's read timeout", route: "slowup", status: 200, contentType: "text/event-stream",
 			body: five, then: "hang",
 			wantReadErr: true, wantOutcome: "upstream_error", wantErrorType: "stream_aborted", wantSpanError: true, wantOutputFound: true,
+			wantTokens: 5, wantSource: "estimated", wantChunks: 5,
+			minElapsed: 500 * time.Millisecond,
 		},
 		{
 			name: "truncated without terminator", route: "up", status: 200, contentType: "text/event-stream",
 			body:        five,
 			wantOutcome: "truncated", wantErrorType: "truncated", wantSpanError: true, wantOutputFound: true,
+			wantTokens: 5, wantSource: "estimated", wantChunks: 5,
 		},
 		{
 			name: "error status with a body", route: "up", status: 500, contentType: "application/json",
 			body:        openaiError,
 			wantOutcome: "upstream_error", wantErrorType: "500", wantSpanError: true,
+			wantChunks: -1,
 		},
 		{
 			name: "error status without a body", route: "up", status: 503,
 			wantOutcome: "upstream_error", wantErrorType: "503", wantSpanError: true,
+			wantChunks: -1,
 		},
 		{
 			name: "JSON labelled text/event-stream", route: "up", status: 200, contentType: "text/event-stream",
 			body:        fixture(t, "../../meter/testdata/openai/chat_completion.json"),
 			wantOutcome: "truncated", wantErrorType: "truncated", wantSpanError: true,
+			wantChunks: 0,
 		},
 		{
 			name: "an event stream labelled application/json", route: "up", status: 200, contentType: "application/json",
 			body:        chatStream(model, 5),
 			wantOutcome: "completed", wantDegraded: "body_not_json",
+			wantChunks: -1,
 		},
 		{
 			name: "invalid UTF-8", route: "up", status: 200, contentType: "text/event-stream",
 			body:        invalid.Bytes(),
 			wantOutcome: "completed", wantOutputFound: true,
+			wantTokens: 4, wantSource: "reported", wantChunks: 8,
+			// Each run of invalid bytes becomes one U+FFFD before
+			// export.
+			wantModel: "gpt-\uFFFD-faults",
 		},
 		{
 			name: "one 10 MiB event on one line", route: "up", status: 200, contentType: "text/event-stream",
 			body:        huge.Bytes(),
 			wantOutcome: "completed", wantDegraded: "event_over_cap", wantOutputFound: true,
+			// Every event but the one over the cap: 5 deltas, the
+			// finish, the usage and [DONE].
+			wantTokens: 6, wantSource: "reported", wantChunks: 8,
 			// The SSE decoder grows its line buffer to the 1 MiB cap
 			// before it gives the event up (about 5 MiB of allocations
 			// in all); holding the event would take over 10 MiB.
@@ -263,13 +290,20 @@ http://`+faultsProxyAddr+` {
 			name: "a 256 KiB delta of one repeated character", route: "up", status: 200, contentType: "text/event-stream",
 			body:        run.Bytes(),
 			wantOutcome: "completed", wantOutputFound: true,
-			maxAlloc: 4 << 20,
+			wantTokens: 4, wantSource: "reported", wantChunks: 7,
+			// 1.4 to 1.6 MiB allocated with and without -race
+			// (docs/RELIABILITY.md): the bound is under twice that.
+			maxAlloc: 3 << 20,
 		},
 		{
 			name: "binary garbage labelled text/event-stream", route: "up", status: 200, contentType: "text/event-stream",
 			body:        garbage,
 			wantOutcome: "truncated", wantErrorType: "truncated", wantSpanError: true,
-			maxAlloc: 3 << 20,
+			wantChunks: 0,
+			// 140 to 240 KiB allocated with and without -race, about
+			// what an exchange of a few bytes allocates
+			// (docs/RELIABILITY.md): the bound is twice the most.
+			maxAlloc: 480 << 10,
 		},
 	}
 	client := faultsClient()
@@ -394,6 +428,17 @@ http://`+faultsProxyAddr+` {
 			}
 			if _, ok := a["gen_ai.usage.output_tokens"]; ok != f.wantOutputFound {
 				t.Errorf("gen_ai.usage.output_tokens %v, want it set: %v", a["gen_ai.usage.output_tokens"], f.wantOutputFound)
+			} else if ok && (a["gen_ai.usage.output_tokens"] != f.wantTokens || a["tokentap.usage.source"] != f.wantSource) {
+				t.Errorf("output tokens %v (%v), want %d (%s)", a["gen_ai.usage.output_tokens"], a["tokentap.usage.source"], f.wantTokens, f.wantSource)
+			}
+			if c, ok := a["tokentap.chunks"]; f.wantChunks < 0 && ok || f.wantChunks >= 0 && c != f.wantChunks {
+				t.Errorf("tokentap.chunks %v, want %d (-1: absent)", c, f.wantChunks)
+			}
+			if f.wantModel != "" && a["gen_ai.response.model"] != f.wantModel {
+				t.Errorf("gen_ai.response.model %q, want %q", a["gen_ai.response.model"], f.wantModel)
+			}
+			if elapsed < f.minElapsed {
+				t.Errorf("the client's read ended after %v, before the %v timeout", elapsed, f.minElapsed)
 			}
 			if a["http.response.status_code"] != int64(f.status) {
 				t.Errorf("http.response.status_code %v, want %d", a["http.response.status_code"], f.status)

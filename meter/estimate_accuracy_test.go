@@ -72,14 +72,17 @@ func TestEstimateAccuracy(t *testing.T) {
 		estimator Estimator
 		maxErr    float64
 	}{
-		{"one token per delta", 1, nil, 0.10},
-		{"four tokens per delta", 4, nil, 0.15},
-		{"sixteen tokens per delta", 16, nil, 0.15},
+		// The heuristic: docs/telemetry.md publishes +6.8 %, +3.0 % and
+		// +1.1 %; each bound is twice that figure.
+		{"one token per delta", 1, nil, 0.136},
+		{"four tokens per delta", 4, nil, 0.060},
+		{"sixteen tokens per delta", 16, nil, 0.022},
 		// The tokenizer itself, fed delta by delta: exact when deltas are
-		// tokens, and off only where a merge would cross a delta boundary.
+		// tokens, and off only where a merge would cross a delta
+		// boundary, which this text never makes it do (0.0 % published).
 		{"one token per delta, o200k", 1, counter, 0},
-		{"four tokens per delta, o200k", 4, counter, 0.01},
-		{"sixteen tokens per delta, o200k", 16, counter, 0.01},
+		{"four tokens per delta, o200k", 4, counter, 0},
+		{"sixteen tokens per delta, o200k", 16, counter, 0},
 	} {
 		var b strings.Builder
 		for i := 0; i < len(pieces); i += tt.perDelta {
@@ -96,12 +99,21 @@ func TestEstimateAccuracy(t *testing.T) {
 		rel := float64(m.Usage.OutputTokens-int64(len(ids))) / float64(len(ids))
 		t.Logf("%-32s tokenizer %4d  estimate %4d  error %+6.1f%%", tt.name, len(ids), m.Usage.OutputTokens, 100*rel)
 		if math.Abs(rel) > tt.maxErr {
-			t.Errorf("%s: estimate off by %.1f%%, more than %.0f%%", tt.name, 100*rel, 100*tt.maxErr)
+			t.Errorf("%s: estimate off by %.1f%%, more than %.1f%% (twice the figure docs/telemetry.md publishes)", tt.name, 100*rel, 100*tt.maxErr)
 		}
 	}
 
 	// The fixtures whose usage is reported: the estimate against the
 	// reported count and against the tokenizer's count of the same text.
+	// Those in docs/telemetry.md's table must give its figures exactly.
+	published := map[string][3]int64{ // reported, o200k tokenizer, heuristic
+		"chat_usage.sse":                 {9, 9, 9},
+		"chat_n2.sse":                    {6, 5, 6},
+		"chat_refusal.sse":               {10, 9, 13},
+		"deepseek_reasoning.sse":         {14, 16, 14},
+		"llamacpp_done_unterminated.sse": {4, 3, 4},
+		"chat_tool_calls.sse":            {30, 10, 18},
+	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "openai", "*.sse"))
 	for _, f := range files {
 		b, _ := os.ReadFile(f)
@@ -114,7 +126,17 @@ func TestEstimateAccuracy(t *testing.T) {
 		}
 		text := streamedText(b)
 		ids, _, _ := enc.Encode(text)
-		t.Logf("%-34s reported %4d  tokenizer %4d  estimate %4d", filepath.Base(f), m.Usage.OutputTokens, len(ids), m.EstimatedOutputTokens)
+		name := filepath.Base(f)
+		t.Logf("%-34s reported %4d  tokenizer %4d  estimate %4d", name, m.Usage.OutputTokens, len(ids), m.EstimatedOutputTokens)
+		if want, ok := published[name]; ok {
+			if got := [3]int64{m.Usage.OutputTokens, int64(len(ids)), m.EstimatedOutputTokens}; got != want {
+				t.Errorf("%s: reported, tokenizer, heuristic %v; docs/telemetry.md says %v", name, got, want)
+			}
+			delete(published, name)
+		}
+	}
+	for name := range published {
+		t.Errorf("%s, in docs/telemetry.md's table, is not a fixture with reported usage", name)
 	}
 }
 
