@@ -198,3 +198,37 @@ func BenchmarkTokensFirstSight(b *testing.B) {
 		c.cache[maphash.Bytes(c.seed, word)%cacheSlots].Store(0)
 	}
 }
+
+// BenchmarkTokensLongestDelta is the most one tokenized delta costs: the
+// longest the meter hands the tokenizer (meter's maxTokenizedDelta, 4 KiB),
+// as text the counter cannot split into words and so cannot find in its
+// table. The meter counts on the writing goroutine after the write's flush,
+// so this is how long counting can hold back the next write of a stream
+// that reports no usage (docs/RELIABILITY.md, "Known limits").
+func BenchmarkTokensLongestDelta(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	letters := make([]byte, 4<<10)
+	for i := range letters {
+		letters[i] = 'a' + byte(rng.IntN(26))
+	}
+	for _, bc := range []struct {
+		name  string
+		delta []byte
+	}{
+		{"one repeated character", []byte(strings.Repeat("a", 4<<10))},
+		{"random letters without a space", letters},
+		{"one repeated non-ASCII character", []byte(strings.Repeat("é", 2<<10))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c, _ := New("o200k_base")
+			if err := c.Load(); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(bc.delta)))
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Tokens(bc.delta)
+			}
+		})
+	}
+}
