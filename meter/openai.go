@@ -345,15 +345,26 @@ func rawNonEmptyString(raw string) bool {
 }
 
 // readOpenAIUsage reads a usage object. prompt_tokens already includes
-// cached tokens and completion_tokens includes reasoning tokens, as semconv
-// wants. The two totals are read loosely (a null is 0, not unknown), as
-// they always were.
+// cached tokens, as semconv wants. The two counts are read loosely (a null
+// is 0, not unknown), as they always were.
+//
+// Output must include reasoning (measurement.go). OpenAI's
+// completion_tokens does; xAI's Chat Completions does not: its
+// total_tokens is prompt + completion + reasoning (recorded: 12 + 2 + 340 =
+// 354). Which one a usage object follows is decided from its numbers, not
+// from the host, since the same models are served through OpenRouter,
+// Azure and others; see reasoningOutsideCompletion.
 func readOpenAIUsage(u string) Usage {
 	out := unknownUsage
+	total := int64(-1)
 	rawMembers(u, func(k, v string) bool {
 		switch k {
 		case "prompt_tokens":
 			out.InputTokens = rawLooseInt(v)
+		case "total_tokens":
+			if n, ok := rawInt(v); ok {
+				total = n
+			}
 		case "completion_tokens":
 			out.OutputTokens = rawLooseInt(v)
 		case "prompt_tokens_details":
@@ -372,7 +383,31 @@ func readOpenAIUsage(u string) Usage {
 		}
 		return true
 	})
+	if reasoningOutsideCompletion(out.InputTokens, out.OutputTokens, out.ReasoningOutputTokens, total) {
+		out.OutputTokens += out.ReasoningOutputTokens
+	}
 	return out
+}
+
+// reasoningOutsideCompletion reports whether a usage object counts
+// reasoning tokens apart from its completion tokens. The total says so
+// when it is there: prompt + completion + reasoning (xAI) against prompt +
+// completion (OpenAI). Without a total, or with one that adds up neither
+// way, a completion count smaller than the reasoning count can only be one
+// that leaves reasoning out.
+func reasoningOutsideCompletion(prompt, completion, reasoning, total int64) bool {
+	if reasoning <= 0 || completion < 0 {
+		return false
+	}
+	if total >= 0 && prompt >= 0 {
+		switch total {
+		case prompt + completion + reasoning:
+			return true
+		case prompt + completion:
+			return false
+		}
+	}
+	return completion < reasoning
 }
 
 // groqTimes are the seconds Groq reports beside its token counts (in
