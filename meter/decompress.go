@@ -173,7 +173,11 @@ func (t *tap) write(p []byte, at time.Duration) (overflow bool) {
 }
 
 // Read gives the decompressor the compressed bytes received so far, waiting
-// for more until the stream is closed.
+// for more until the stream is closed: never more than the rest of one
+// write, so that what the decompressor makes of them is timed by that
+// write. The decompressors read ahead (into a bufio.Reader, brotli's own
+// buffer), and a decompressor that fell behind would otherwise take in
+// several writes at once and time the events of the first by the last.
 func (t *tap) Read(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -186,15 +190,15 @@ func (t *tap) Read(p []byte) (int, error) {
 		}
 		return 0, io.EOF
 	}
-	n := copy(p, t.buf[t.off:])
-	t.off += n
-	for len(t.marks) > 0 && t.marks[0].end <= t.off {
+	end := len(t.buf)
+	if len(t.marks) > 0 {
+		end = t.marks[0].end
 		t.at = t.marks[0].at
-		t.marks = t.marks[1:]
 	}
-	if len(t.marks) > 0 && t.marks[0].end > t.off && t.off > 0 {
-		// Part of this write was read: its bytes arrived at its time.
-		t.at = t.marks[0].at
+	n := copy(p, t.buf[t.off:end])
+	t.off += n
+	if len(t.marks) > 0 && t.marks[0].end <= t.off {
+		t.marks = t.marks[1:]
 	}
 	return n, nil
 }

@@ -74,32 +74,50 @@ func compressEvents(c compressor, evs [][]byte) [][]byte {
 }
 
 // TestCompressedStreams: a compressed stream is measured as its plain self,
-// event times included, for every supported Content-Encoding.
+// event times included, for every supported Content-Encoding, flushed after
+// every event as Go's and nginx's gzip writers do. "paced" lets the
+// decompressor catch up after each write, as the network's pace would;
+// "burst" writes the whole stream before the decompressor has read any of
+// it, as a decompressor that fell behind sees it: each event must still
+// carry the arrival time of the compressed write that completed it, not of
+// the last write read.
 func TestCompressedStreams(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	for _, fixture := range []string{"chat_usage.sse", "deepseek_reasoning.sse", "openrouter_midstream_error.sse"} {
 		evs := events(testdata(t, "openai", fixture))
 		plain := replay(t, fixture, 200, "text/event-stream")
 		for _, c := range compressors {
-			t.Run(fixture+"/"+c.name, func(t *testing.T) {
-				mt := New(openAIChat{}, Options{}, t0)
-				mt.Request("/v1/chat/completions", []byte(`{"model":"m","stream":true}`), false)
-				mt.Response(200, "text/event-stream", c.encoding())
-				pieces := compressEvents(c, evs)
-				for i, p := range pieces {
-					mt.Write(p, t0.Add(at(i)))
-					// Let the decompressor catch up, as the network's pace
-					// would; the times are carried with the bytes anyway.
-					waitTapIdle(mt)
+			for _, paced := range []bool{true, false} {
+				name := fixture + "/" + c.name + "/burst"
+				if paced {
+					name = fixture + "/" + c.name + "/paced"
 				}
-				m := mt.Finish(t0.Add(at(len(evs))), OutcomeUnknown, "")
-				got, want := *m, *plain
-				got.Bytes, want.Bytes = 0, 0
-				if !reflect.DeepEqual(got, want) {
-					t.Errorf("compressed measurement differs:\n got %+v\nwant %+v", got, want)
-				}
-			})
+				t.Run(name, func(t *testing.T) {
+					checkCompressedStream(t, c, evs, plain, paced)
+				})
+			}
 		}
+	}
+}
+
+// checkCompressedStream writes evs compressed by c, one write per event,
+// and compares the measurement with plain's.
+func checkCompressedStream(t *testing.T, c compressor, evs [][]byte, plain *Measurement, paced bool) {
+	t.Helper()
+	mt := New(openAIChat{}, Options{}, t0)
+	mt.Request("/v1/chat/completions", []byte(`{"model":"m","stream":true}`), false)
+	mt.Response(200, "text/event-stream", c.encoding())
+	for i, p := range compressEvents(c, evs) {
+		mt.Write(p, t0.Add(at(i)))
+		if paced {
+			waitTapIdle(mt)
+		}
+	}
+	m := mt.Finish(t0.Add(at(len(evs))), OutcomeUnknown, "")
+	got, want := *m, *plain
+	got.Bytes, want.Bytes = 0, 0
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("compressed measurement differs:\n got %+v\nwant %+v", got, want)
 	}
 }
 
