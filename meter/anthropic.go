@@ -93,9 +93,11 @@ func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 		anthropicDelta(o, delta, index)
 	case "content_block_start":
 		// Blocks start empty; a text or thinking block that arrives with
-		// its text already in it (some compatible servers) is output.
-		// tool_use starts with "input":{}, which is not generated yet: its
-		// arguments follow as input_json_delta.
+		// its text already in it (some compatible servers) is output. A
+		// tool_use or server_tool_use block starts with the tool's name,
+		// generated output and so the call's first token, and
+		// "input":{}, which is not generated yet: its arguments follow as
+		// input_json_delta.
 		anthropicDelta(o, block, index)
 	case "message_start":
 		// Its usage.output_tokens is a placeholder (1 to 5) that the
@@ -125,13 +127,14 @@ func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 }
 
 // anthropicDelta reads a content_block_delta's delta, or a content block:
-// text is visible; thinking and tool input are output but not visible.
+// text is visible; thinking, a tool_use or server_tool_use block's name
+// and tool input are output but not visible.
 // signature_delta (the end of a thinking block), citations_delta (cited
 // text is not generated, nor billed as output) and redacted_thinking (an
 // encrypted blob) carry no countable text. index is the content block's,
 // for a text sink.
 func anthropicDelta(o *Observer, d, index string) {
-	var typ, text, thinking, partial string
+	var typ, text, thinking, partial, name string
 	rawMembers(d, func(k, v string) bool {
 		switch k {
 		case "type":
@@ -142,6 +145,8 @@ func anthropicDelta(o *Observer, d, index string) {
 			thinking = v
 		case "partial_json":
 			partial = v
+		case "name":
+			name = v
 		}
 		return true
 	})
@@ -157,6 +162,9 @@ func anthropicDelta(o *Observer, d, index string) {
 		// The first one of every tool_use block is "" and is not a token.
 		out, kind = partial, TextToolCallArguments
 	case `"tool_use"`, `"server_tool_use"`:
+		if s, ok := rawText(name); ok && s != "" {
+			o.Output(estimateText(bytesOf(s)), false)
+		}
 		if o.capturing() {
 			emitAnthropicToolUse(o, int(rawLooseInt(index)), d)
 		}

@@ -20,15 +20,17 @@ func TestAnthropicStreams(t *testing.T) {
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 14,
 		},
 		{
-			name: "tool_use block: its start and the empty first input_json_delta are not tokens", fixture: "tool_use.sse",
-			firstToken: 3, firstVisible: 3, lastToken: 10, outputEvents: 5,
+			// The tool_use start (event 6) names the tool: output.
+			name: "tool_use block: its start names the tool and is output, the empty first input_json_delta is not", fixture: "tool_use.sse",
+			firstToken: 3, firstVisible: 3, lastToken: 10, outputEvents: 6,
 			usage: Usage{384, 89, 0, 0, -1, UsageReported},
 			model: "claude-3-5-sonnet-20240620", id: "msg_01Vv7ZA4w8KSjhtbM6mLkwTY",
 			finish: []string{"tool_use"}, outcome: OutcomeCompleted, chunks: 14,
 		},
 		{
+			// The tool_use start (event 1) names the tool: the first token.
 			name: "forced tool call: output but nothing visible", fixture: "tool_only.sse",
-			firstToken: 4, firstVisible: -1, lastToken: 4, outputEvents: 1,
+			firstToken: 1, firstVisible: -1, lastToken: 4, outputEvents: 2,
 			usage: Usage{472, 55, 0, 0, -1, UsageReported},
 			model: "claude-sonnet-4-20250514", id: "msg_01XFDUDYJgAACzvnptvVoYEL",
 			finish: []string{"tool_use"}, outcome: OutcomeCompleted, chunks: 8,
@@ -48,8 +50,9 @@ func TestAnthropicStreams(t *testing.T) {
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 8,
 		},
 		{
+			// The server_tool_use start (event 4) names web_search: output.
 			name: "server tools: several cumulative message_deltas, last input wins; tool results and citations are not tokens", fixture: "server_tools.sse",
-			firstToken: 2, firstVisible: 2, lastToken: 14, outputEvents: 4,
+			firstToken: 2, firstVisible: 2, lastToken: 14, outputEvents: 5,
 			usage: Usage{10682, 315, 0, 0, -1, UsageReported},
 			model: "claude-sonnet-4-20250514", id: "msg_01GcFXn9zHNLb7a4iCbL9pUq",
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 18,

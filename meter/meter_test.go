@@ -56,8 +56,10 @@ func TestOpenAIChatStreams(t *testing.T) {
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 20,
 		},
 		{
-			name: "parallel tool calls: arguments are output, not visible", fixture: "chat_tool_calls.sse",
-			firstToken: 1, firstVisible: -1, lastToken: 11,
+			// Event 0 names the first call (arguments ""): a call's name
+			// is output, so its first token.
+			name: "parallel tool calls: names and arguments are output, not visible", fixture: "chat_tool_calls.sse",
+			firstToken: 0, firstVisible: -1, lastToken: 11,
 			usage: Usage{82, 30, 64, -1, 0, UsageReported},
 			model: "gpt-4o-2024-08-06", id: "chatcmpl-9Xtj47S36iWNBARmBocBaifGBbjtw",
 			finish: []string{"tool_calls"}, outcome: OutcomeCompleted, chunks: 15,

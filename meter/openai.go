@@ -217,10 +217,12 @@ func readOpenAIChoice(o *Observer, rest string) (tokens int64, end int, output, 
 // readOpenAIDelta reads the delta (or message) at the start of rest and
 // returns its length with what it held. Answer text is content and
 // refusal; reasoning_content (DeepSeek, vLLM, llama.cpp) and reasoning
-// (Ollama, Groq, OpenRouter) are output but not visible; so are tool-call
-// arguments, which are generated tokens but not answer text. The role and
-// OpenAI's obfuscation padding are never output. A delta that is not an
-// object (null in some servers' last chunk) is skipped as a value.
+// (Ollama, Groq, OpenRouter) are output but not visible; so are a tool
+// call's name and arguments, which are generated tokens but not answer
+// text: the delta that names a call (its arguments still "") is its first
+// token. The role and OpenAI's obfuscation padding are never output. A
+// delta that is not an object (null in some servers' last chunk) is
+// skipped as a value.
 func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, visible bool) {
 	if rawKindOf(rest) != kindObject {
 		return 0, 0, false, false
@@ -250,7 +252,7 @@ func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, v
 					item = int(rawLooseInt(rawMember(call, "index")))
 					emitOpenAIToolCall(o, item, rawMember(call, "id"), fn)
 				}
-				if n := argumentTokens(o, item, rawMember(fn, "arguments")); n > 0 {
+				if n := callTokens(o, item, fn); n > 0 {
 					tokens += n
 					output = true
 				}
@@ -260,7 +262,7 @@ func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, v
 			if o.capturing() {
 				emitOpenAIToolCall(o, 0, "", v)
 			}
-			if n := argumentTokens(o, 0, rawMember(v, "arguments")); n > 0 {
+			if n := callTokens(o, 0, v); n > 0 {
 				tokens += n
 				output = true
 			}
@@ -314,6 +316,27 @@ func readOpenAIContentParts(o *Observer, parts string) (tokens int64, output, vi
 		return true
 	})
 	return tokens, output, visible
+}
+
+// callTokens estimates what a streamed function object holds: the call's
+// name, which comes once, in its first delta, and is generated output like
+// its arguments; and an arguments fragment. item is the call's index, for a
+// text sink.
+func callTokens(o *Observer, item int, fn string) (tokens int64) {
+	var name, args string
+	rawMembers(fn, func(k, v string) bool {
+		switch k {
+		case "name":
+			name = v
+		case "arguments":
+			args = v
+		}
+		return true
+	})
+	if t, ok := rawText(name); ok && t != "" {
+		tokens += o.streamedTokens(t)
+	}
+	return tokens + argumentTokens(o, item, args)
 }
 
 // argumentTokens estimates a tool call's arguments fragment, a raw JSON

@@ -91,6 +91,11 @@ func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 		"response.mcp_call_arguments.delta", "response.code_interpreter_call_code.delta":
 		responsesOutput(o, delta, false, TextToolCallArguments, index)
 	case "response.output_item.added":
+		// A function or custom tool call is added with its name, which
+		// the model generated: its first token, before its arguments.
+		if name := responsesCallName(item); name != "" {
+			o.Output(estimateText(bytesOf(name)), false)
+		}
 		if o.capturing() {
 			emitResponsesToolCall(o, int(rawLooseInt(index)), item)
 		}
@@ -112,8 +117,9 @@ func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 			o.Error(nil)
 		}
 	}
-	// keepalive, output_item.*, content_part.*, *.done, annotations and
-	// unknown types are chunks, not tokens.
+	// keepalive, output_item.done, other output_item.added items,
+	// content_part.*, *.done, annotations and unknown types are chunks,
+	// not tokens.
 }
 
 // responsesOutput reports a delta event's text; an empty delta is not a
@@ -125,6 +131,28 @@ func responsesOutput(o *Observer, delta string, visible bool, kind TextKind, ind
 			o.emit(int(rawLooseInt(index)), kind, delta)
 		}
 	}
+}
+
+// responsesCallName is the name of a function_call or custom_tool_call
+// output item, the inside of its raw JSON string, or "". An MCP call's name
+// is left out: one that runs after an approval was generated in the
+// earlier response that asked for it.
+func responsesCallName(item string) string {
+	var typ, name string
+	rawMembers(item, func(k, v string) bool {
+		switch k {
+		case "type":
+			typ = v
+		case "name":
+			name = v
+		}
+		return true
+	})
+	if typ != `"function_call"` && typ != `"custom_tool_call"` {
+		return ""
+	}
+	s, _ := rawText(name)
+	return s
 }
 
 // emitResponsesToolCall hands a text sink the id and name of a tool call

@@ -21,8 +21,10 @@ func TestOpenAIResponsesStreams(t *testing.T) {
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 19,
 		},
 		{
-			name: "hidden reasoning item then function-call arguments: output, nothing visible", fixture: "function_call.sse",
-			firstToken: 5, firstVisible: -1, lastToken: 16, outputEvents: 12,
+			// Event 4 adds the function_call with its name: the first
+			// token; the reasoning item added at event 2 is not output.
+			name: "hidden reasoning item then function-call name and arguments: output, nothing visible", fixture: "function_call.sse",
+			firstToken: 4, firstVisible: -1, lastToken: 16, outputEvents: 13,
 			usage: Usage{75, 155, 0, -1, 128, UsageReported},
 			model: "gpt-5-2025-08-07", id: "resp_68d9303e1a9c819e8f2c1ab0e64b1e7c03aa6e5a972b3b23",
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 20,
@@ -84,8 +86,10 @@ func TestOpenAIResponsesStreams(t *testing.T) {
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 17,
 		},
 		{
-			name: "custom tool input deltas are output, not visible", fixture: "custom_tool.sse",
-			firstToken: 5, firstVisible: -1, lastToken: 9, outputEvents: 5,
+			// Event 4 adds the custom_tool_call with its name: the first
+			// token.
+			name: "custom tool name and input deltas are output, not visible", fixture: "custom_tool.sse",
+			firstToken: 4, firstVisible: -1, lastToken: 9, outputEvents: 6,
 			usage: Usage{311, 74, 0, -1, 64, UsageReported},
 			model: "gpt-5-2025-08-07", id: "resp_68f1c0de5a7c81a0b7f3e2d1c0b9a8f7e6d5c4b3a2918070",
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 13,
