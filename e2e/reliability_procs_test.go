@@ -144,6 +144,23 @@ func (p *relProcess) spanExport(t *testing.T) relSpanExport {
 	return *vars.Export
 }
 
+// inUse is the memory the process holds right after a garbage collection:
+// its heap spans in use and its goroutines' stacks. The admin API's heap
+// profile with gc=1 runs the collection; /debug/vars reads the counts.
+// Resident memory would also count garbage not yet collected, which
+// varies with when the collector last ran.
+func (p *relProcess) inUse(t *testing.T) int64 {
+	t.Helper()
+	p.adminGet(t, "/debug/pprof/heap?gc=1")
+	var vars struct {
+		Memstats struct{ HeapInuse, StackInuse int64 } `json:"memstats"`
+	}
+	if err := json.Unmarshal([]byte(p.adminGet(t, "/debug/vars")), &vars); err != nil || vars.Memstats.HeapInuse == 0 {
+		t.Fatalf("/debug/vars has no memstats: %v", err)
+	}
+	return vars.Memstats.HeapInuse + vars.Memstats.StackInuse
+}
+
 func (p *relProcess) adminGet(t *testing.T, path string) string {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + p.admin + path)
