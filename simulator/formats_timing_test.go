@@ -60,7 +60,9 @@ func TestFormatsTimingOverLoopback(t *testing.T) {
 		tokens     = 30
 		firstSlack = 5 * time.Millisecond
 		tokenSlack = 10 * time.Millisecond
-		attempts   = 3
+		// streams per format, of which a majority must be on schedule
+		// (see TestTimingOverLoopback).
+		streams = 5
 	)
 	h := &Handler{Profile: Profile{TimeToFirstToken: caddy.Duration(ttft), TokensPerSecond: rate, OutputTokens: tokens}}
 	if err := h.Provision(caddy.Context{}); err != nil {
@@ -75,7 +77,9 @@ func TestFormatsTimingOverLoopback(t *testing.T) {
 			plan := planTarget(t, h, f.target, f.stream, nil)
 			// Warm the keep-alive connection so that no dial is timed.
 			linesTimed(t, srv.URL+f.target, f.stream, http.Header{HeaderOutputTokens: {"1"}, HeaderTimeToFirstToken: {"0s"}})
-			for attempt := 1; ; attempt++ {
+			var within int
+			var lastMisses []string
+			for stream := 1; stream <= streams; stream++ {
 				var got []time.Duration
 				for _, l := range linesTimed(t, srv.URL+f.target, f.stream, nil) {
 					if f.isContent(l.data) {
@@ -87,7 +91,13 @@ func TestFormatsTimingOverLoopback(t *testing.T) {
 				}
 				var misses []string
 				for i, at := range got {
-					if d := at - plan.Offsets[i]; d < -time.Millisecond || d > tokenSlack || (i == 0 && d > firstSlack) {
+					d := at - plan.Offsets[i]
+					if d < -time.Millisecond {
+						// Load only delays a token: one early is the
+						// simulator's error, whatever the machine did.
+						t.Errorf("stream %d: token %d arrived at %v, before its schedule %v", stream, i, at, plan.Offsets[i])
+					}
+					if d > tokenSlack || (i == 0 && d > firstSlack) {
 						misses = append(misses, fmt.Sprintf("token %d arrived at %v, scheduled %v", i, at, plan.Offsets[i]))
 					}
 				}
@@ -95,15 +105,16 @@ func TestFormatsTimingOverLoopback(t *testing.T) {
 				if math.Abs(observed/plan.DecodeRate()-1) > 0.02 {
 					misses = append(misses, fmt.Sprintf("observed decode rate %.2f, planned %.2f", observed, plan.DecodeRate()))
 				}
-				t.Logf("attempt %d: first token at %v (scheduled %v), rate %.2f tok/s (planned %.2f)",
-					attempt, got[0], plan.TimeToFirstToken(), observed, plan.DecodeRate())
+				t.Logf("stream %d: first token at %v (scheduled %v), rate %.2f tok/s (planned %.2f), %d late",
+					stream, got[0], plan.TimeToFirstToken(), observed, plan.DecodeRate(), len(misses))
 				if len(misses) == 0 {
-					return
+					within++
+				} else {
+					lastMisses = misses
 				}
-				if attempt == attempts {
-					t.Fatalf("timing missed in %d attempts; last:\n%s", attempts, strings.Join(misses, "\n"))
-				}
-				t.Logf("retrying: %s", strings.Join(misses, "; "))
+			}
+			if within < majority(streams) {
+				t.Errorf("%d of %d streams on schedule, want a majority; the last late one:\n%s", within, streams, strings.Join(lastMisses, "\n"))
 			}
 		})
 	}

@@ -98,9 +98,14 @@ func TestTimingOverLoopback(t *testing.T) {
 		// add up along the stream.
 		firstSlack = 5 * time.Millisecond
 		tokenSlack = 10 * time.Millisecond
-		// A busy machine can delay any one delivery, so a measurement
-		// that misses is repeated before the test fails.
-		attempts = 3
+		// A busy machine can delay a delivery, never advance one: of
+		// streams streams, a majority must be on schedule, not the best
+		// of a few. A simulator that misses its schedule misses it in
+		// every stream; if the machine makes a stream late with
+		// probability p, independently, 3 of 5 are late with probability
+		// 10·p³ (10⁻² at p = 0.1), where one stream would fail one run in
+		// ten. A token early is an error in any stream.
+		streams = 5
 	)
 	for _, tc := range []struct {
 		name   string
@@ -129,7 +134,9 @@ func TestTimingOverLoopback(t *testing.T) {
 			warm := http.Header{HeaderOutputTokens: {"1"}, HeaderTimeToFirstToken: {"0s"}}
 			streamTimed(t, srv, streamBody, warm)
 
-			for attempt := 1; ; attempt++ {
+			var within int
+			var lastMisses []string
+			for stream := 1; stream <= streams; stream++ {
 				res, evs := streamTimed(t, srv, streamBody, nil)
 
 				// The trailers carry the plan's schedule, exactly.
@@ -162,7 +169,11 @@ func TestTimingOverLoopback(t *testing.T) {
 					misses = append(misses, fmt.Sprintf("role chunk arrived at %v, not at once", evs[0].at))
 				}
 				for i, at := range got {
-					if d := at - plan.Offsets[i]; d < -time.Millisecond || d > tokenSlack || (i == 0 && d > firstSlack) {
+					d := at - plan.Offsets[i]
+					if d < -time.Millisecond {
+						t.Errorf("stream %d: token %d arrived at %v, before its schedule %v", stream, i, at, plan.Offsets[i])
+					}
+					if d > tokenSlack || (i == 0 && d > firstSlack) {
 						misses = append(misses, fmt.Sprintf("token %d arrived at %v, scheduled %v", i, at, plan.Offsets[i]))
 					}
 				}
@@ -170,15 +181,16 @@ func TestTimingOverLoopback(t *testing.T) {
 				if math.Abs(observed/trailerRate-1) > 0.02 {
 					misses = append(misses, fmt.Sprintf("observed decode rate %.2f, trailers say %.2f", observed, trailerRate))
 				}
-				t.Logf("attempt %d: first token at %v (scheduled %v), observed rate %.2f tok/s (scheduled %.2f)",
-					attempt, got[0], first, observed, trailerRate)
+				t.Logf("stream %d: first token at %v (scheduled %v), observed rate %.2f tok/s (scheduled %.2f), %d late",
+					stream, got[0], first, observed, trailerRate, len(misses))
 				if len(misses) == 0 {
-					return
+					within++
+				} else {
+					lastMisses = misses
 				}
-				if attempt == attempts {
-					t.Fatalf("timing missed in %d attempts; last:\n%s", attempts, strings.Join(misses, "\n"))
-				}
-				t.Logf("retrying: %s", strings.Join(misses, "; "))
+			}
+			if within < majority(streams) {
+				t.Errorf("%d of %d streams on schedule, want a majority; the last late one:\n%s", within, streams, strings.Join(lastMisses, "\n"))
 			}
 		})
 	}
@@ -249,3 +261,6 @@ func requireQuietMachine(t *testing.T) {
 		t.Skip("set TOKENTAP_TIMING_TESTS=1 and run alone, without -race (as .ci/run does)")
 	}
 }
+
+// majority is the least count that is more than half of n.
+func majority(n int) int { return n/2 + 1 }
