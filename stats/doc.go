@@ -24,8 +24,8 @@
 // Every sketch uses a logarithmic index mapping of 1 % relative accuracy
 // (RelativeAccuracy): a reported quantile is within 1 % of the value of the
 // request at that rank. Each slice's sketch keeps at most MaxBins (256)
-// bins, which covers a 167× spread of values within one slice at full
-// accuracy; beyond that the store collapses its least useful end (the
+// bins, which covers values within one slice that span gamma^255 at full
+// accuracy (docs/live-stats.md gives the figure); beyond that the store collapses its least useful end (the
 // lowest values for latencies and token counts, whose high tail matters;
 // the highest for output tokens/s, whose slow tail matters).
 //

@@ -18,8 +18,9 @@ import (
 // reported percentiles (2 %) leaves the other 1 % to timing noise.
 const RelativeAccuracy = 0.01
 
-// MaxBins bounds each time slice's sketch: 256 bins of 8 bytes cover a
-// 167× spread of values at 1 % (gamma^256 with gamma = 1.01/0.99).
+// MaxBins bounds each time slice's sketch: 256 bins of 8 bytes cover
+// values that span gamma^255 at 1 % (gamma = 1.01/0.99; docs/live-stats.md,
+// "Accuracy", gives the spread).
 const MaxBins = 256
 
 // indexMapping is shared by every sketch, so that any two merge.

@@ -119,7 +119,7 @@ func TestOnlyObservedValues(t *testing.T) {
 
 // TestQuantilesWithinAccuracy: a reported quantile is within
 // RelativeAccuracy of the value at rank q*(n-1) whenever each time slice
-// holds values within the 167x spread of MaxBins, however wide the spread
+// holds values within the spread MaxBins covers, however wide the spread
 // of the whole window; past that within one slice, the tail that matters
 // (high latencies, low throughput) stays exact and the other end collapses.
 func TestQuantilesWithinAccuracy(t *testing.T) {
