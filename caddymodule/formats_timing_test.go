@@ -2,8 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"strconv"
 	"testing"
@@ -36,12 +34,7 @@ func TestFormatsTimingThroughCaddy(t *testing.T) {
 		t.Skip("set TOKENTAP_TIMING_TESTS=1 and run alone, without -race (as .ci/run does)")
 	}
 	tester, rec := startCaddy(t, "1ns", "1s")
-	// Warm the proxy's upstream connection pool: a first request also
-	// pays for dialing the upstream.
-	if resp, err := tester.Client.Do(simRequest(t, `{"model":"warm","stream":true}`, map[string]string{simulator.HeaderOutputTokens: "2"})); err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
+	warmUpstream(t, tester)
 	samples := make([][]timingSample, len(caddyFormats))
 	for round := 0; round < formatTimingStreams; round++ {
 		for i, tt := range caddyFormats {
@@ -49,25 +42,7 @@ func TestFormatsTimingThroughCaddy(t *testing.T) {
 		}
 	}
 	for i, tt := range caddyFormats {
-		t.Run(tt.name, func(t *testing.T) {
-			var excess, rateErr []float64
-			for _, s := range samples[i] {
-				t.Log(s.log)
-				for _, p := range s.problems {
-					t.Error(p)
-				}
-				excess = append(excess, s.ttftExcess)
-				rateErr = append(rateErr, math.Abs(s.rateErr))
-			}
-			medExcess, medRate := medianOf(excess), medianOf(rateErr)
-			t.Logf("median of %d streams: time to first token %+.2f ms, |output tokens/s error| %.2f %%", len(excess), 1000*medExcess, 100*medRate)
-			if medExcess > 0.005 {
-				t.Errorf("median time to first token %.2f ms over the simulator's, want within 5 ms", 1000*medExcess)
-			}
-			if medRate > 0.02 {
-				t.Errorf("median output tokens/s error %.2f %%, want within 2 %%", 100*medRate)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkTimingMedians(t, samples[i], 0.005, 0.02) })
 	}
 }
 

@@ -38,33 +38,42 @@ func checkSplitInvariance(t *testing.T, newDialect func() Dialect, glob string, 
 			t.Fatal(err)
 		}
 		for _, ct := range contentTypes(f) {
-			run := func(cuts []int) Measurement {
-				mt := New(newDialect(), Options{}, t0)
-				mt.Response(200, ct, "")
-				prev := 0
-				for _, c := range append(cuts, len(body)) {
-					mt.Write(body[prev:c], t0.Add(step))
-					prev = c
-				}
-				return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
-			}
-			whole := run(nil)
+			whole := measureCuts(newDialect, ct, body, nil)
 			for c := 0; c <= len(body); c++ {
-				if got := run([]int{c}); !reflect.DeepEqual(got, whole) {
+				if got := measureCuts(newDialect, ct, body, []int{c}); !reflect.DeepEqual(got, whole) {
 					t.Fatalf("%s as %s: split at %d differs:\n got %+v\nwant %+v", f, ct, c, got, whole)
 				}
 			}
 			for i := 0; i < 20; i++ {
-				var cuts []int
-				for c := 0; c < len(body); c += 1 + rnd.IntN(40) {
-					cuts = append(cuts, c)
-				}
-				if got := run(cuts); !reflect.DeepEqual(got, whole) {
+				if got := measureCuts(newDialect, ct, body, randomCuts(rnd, len(body), 40)); !reflect.DeepEqual(got, whole) {
 					t.Fatalf("%s as %s: split measurement differs:\n got %+v\nwant %+v", f, ct, got, whole)
 				}
 			}
 		}
 	}
+}
+
+// measureCuts measures body served as contentType, written in the pieces
+// that cuts (ascending offsets) make of it, all at one instant: which write
+// completes an event is all a cut changes.
+func measureCuts(newDialect func() Dialect, contentType string, body []byte, cuts []int) Measurement {
+	mt := New(newDialect(), Options{}, t0)
+	mt.Response(200, contentType, "")
+	prev := 0
+	for _, c := range append(cuts, len(body)) {
+		mt.Write(body[prev:c], t0.Add(step))
+		prev = c
+	}
+	return *mt.Finish(t0.Add(step), OutcomeUnknown, "")
+}
+
+// randomCuts cuts n bytes from offset 0 on, every 1 to maxGap bytes.
+func randomCuts(rnd *rand.Rand, n, maxGap int) []int {
+	var cuts []int
+	for c := 0; c < n; c += 1 + rnd.IntN(maxGap) {
+		cuts = append(cuts, c)
+	}
+	return cuts
 }
 
 // fuzzSeeds adds every fixture of a dialect, whole and cut at every
