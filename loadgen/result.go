@@ -82,9 +82,10 @@ func (r *Result) TimeToFirstToken() time.Duration {
 	return r.FirstToken
 }
 
-// OutputTokensPerSecond is the decode rate after the first token, as
-// tokentap defines it: (output tokens - 1) / (last token - first token). It
-// is zero when undefined (fewer than two tokens, or all in one read).
+// OutputTokensPerSecond is the decode rate after the first token:
+// (output tokens - 1) / (last token - first token), which is tokentap's
+// definition for the simulator's streams of one token per event. It is
+// zero when undefined (fewer than two tokens, or all in one read).
 func (r *Result) OutputTokensPerSecond() float64 {
 	span := r.LastToken - r.FirstToken
 	if r.OutputTokens < 2 || r.ContentEvents < 2 || span <= 0 {

@@ -1,6 +1,9 @@
 package meter
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Outcome says how an exchange ended. Dashboards group errors by it, so the
 // values are a closed set.
@@ -139,6 +142,10 @@ type Measurement struct {
 	// EstimatedOutputTokens is the running estimate from the streamed text;
 	// it becomes Usage.OutputTokens when the provider reports none.
 	EstimatedOutputTokens int64
+	// FirstEventEstimate is the part of EstimatedOutputTokens that came
+	// with the first output event: how much of the output arrived at
+	// FirstToken, which the decode rate must not count as decoded after it.
+	FirstEventEstimate int64
 
 	// Usage holds the token counts and where they came from.
 	Usage Usage
@@ -166,28 +173,55 @@ type Measurement struct {
 	DegradedReason string
 }
 
-// OutputTokensPerSecond is the decode rate: (output tokens - 1) divided by the
-// time from the first to the last output event. The first token's time is
-// not included, because it is time to first token, not decoding. ok is false
-// when the rate is undefined (fewer than two tokens, or no time between them).
+// OutputTokensPerSecond is the decode rate: the output tokens that arrived
+// after the first output event, divided by the time from the first to the
+// last output event. The first event's time is time to first token, not
+// decoding, and so are the tokens it carried: one where a server streams a
+// token per event, several where it streams larger pieces (Anthropic's and
+// Gemini's deltas, Ollama joining the byte tokens of one character, a
+// server that batches its writes). ok is false when the rate is undefined
+// (no output after the first event, or no time between first and last).
 func (m *Measurement) OutputTokensPerSecond() (rate float64, ok bool) {
 	span := m.LastToken - m.FirstToken
-	n := m.Usage.OutputTokens
-	if n < 2 || m.FirstToken == 0 || span <= 0 {
+	n := m.Usage.OutputTokens - m.FirstEventTokens()
+	if n < 1 || m.FirstToken == 0 || span <= 0 {
 		return 0, false
 	}
-	return float64(n-1) / span.Seconds(), true
+	return float64(n) / span.Seconds(), true
 }
 
 // TimePerOutputToken is the inverse of OutputTokensPerSecond, with the same
 // conditions.
 func (m *Measurement) TimePerOutputToken() (time.Duration, bool) {
 	span := m.LastToken - m.FirstToken
-	n := m.Usage.OutputTokens
-	if n < 2 || m.FirstToken == 0 || span <= 0 {
+	n := m.Usage.OutputTokens - m.FirstEventTokens()
+	if n < 1 || m.FirstToken == 0 || span <= 0 {
 		return 0, false
 	}
-	return span / time.Duration(n-1), true
+	return span / time.Duration(n), true
+}
+
+// FirstEventTokens is how many of the output tokens arrived with the first
+// output event: the first event's share of the estimate, applied to the
+// output count. Providers report usage per response, not per event, so
+// the share is the best reading of it, and taking a share rather than the
+// estimate itself keeps a tokenizer that counts differently from the
+// model's (or a heuristic) from skewing it. It is at least 1, since the
+// event carried output, and leaves at least one token to the rest of the
+// stream when it had more than one output event.
+func (m *Measurement) FirstEventTokens() int64 {
+	n := m.Usage.OutputTokens
+	if n < 1 {
+		return 0
+	}
+	k := int64(1)
+	if m.FirstEventEstimate > 0 && m.EstimatedOutputTokens > 0 {
+		k = int64(math.Round(float64(m.FirstEventEstimate) * float64(n) / float64(m.EstimatedOutputTokens)))
+	}
+	if m.OutputEvents > 1 {
+		k = min(k, n-1)
+	}
+	return max(k, 1)
 }
 
 // Duration is the time from the request's arrival to its end.

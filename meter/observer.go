@@ -65,6 +65,7 @@ func (o *Observer) Output(tokens int64, visible bool) {
 	m.OutputEvents++
 	if m.FirstToken == 0 {
 		m.FirstToken = o.at
+		m.FirstEventEstimate = tokens
 	}
 	if visible && m.FirstVisibleToken == 0 {
 		m.FirstVisibleToken = o.at
