@@ -142,10 +142,15 @@ func readOpenAIChunk(o *Observer, s string) {
 				o.Error(errorType(v, b[:0]))
 			}
 		case "object":
-			// vLLM reports errors as {"object":"error","type":...}.
-			if v == `"error"` {
+			switch v {
+			case `"error"`:
+				// vLLM reports errors as {"object":"error","type":...}.
 				t, _ := rawStr(rawMember(s, "type"), b[:0])
 				o.Error(t)
+			case `"chat.completion.done"`:
+				// Perplexity ends its streams with this chunk and no
+				// [DONE] (testdata/recorded/README.md has the evidence).
+				o.Done()
 			}
 		}
 		return len(v)
