@@ -134,7 +134,7 @@ func (a *anthropicMessages) Event(o *Observer, ev *sse.Event) {
 // encrypted blob) carry no countable text. index is the content block's,
 // for a text sink.
 func anthropicDelta(o *Observer, d, index string) {
-	var typ, text, thinking, partial, name string
+	var typ, text, thinking, partial, compaction, name string
 	rawMembers(d, func(k, v string) bool {
 		switch k {
 		case "type":
@@ -145,6 +145,10 @@ func anthropicDelta(o *Observer, d, index string) {
 			thinking = v
 		case "partial_json":
 			partial = v
+		case "content":
+			// compaction_delta: the summary the model wrote of the
+			// conversation so far, generated output.
+			compaction = v
 		case "name":
 			name = v
 		}
@@ -161,7 +165,9 @@ func anthropicDelta(o *Observer, d, index string) {
 	case `"input_json_delta"`:
 		// The first one of every tool_use block is "" and is not a token.
 		out, kind = partial, TextToolCallArguments
-	case `"tool_use"`, `"server_tool_use"`:
+	case `"compaction_delta"`:
+		out, kind = compaction, TextReasoning
+	case `"tool_use"`, `"server_tool_use"`, `"mcp_tool_use"`:
 		if s, ok := rawText(name); ok && s != "" {
 			o.Output(estimateText(bytesOf(s)), false)
 		}

@@ -108,10 +108,19 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 				o.emit(item, TextToolCallName, name)
 			}
 		}
+		// tool-call-start names the call ("arguments" still ""): the
+		// name is generated output and the call's first token, as an
+		// OpenAI call's naming delta is.
 		args := rawMember(fn, "arguments")
-		if n := cohereTextTokens(args); n > 0 {
+		n := cohereTextTokens(args)
+		if t == "tool-call-start" {
+			n += cohereTextTokens(rawMember(fn, "name"))
+		}
+		if n > 0 {
 			o.Output(n, false)
-			o.emit(item, TextToolCallArguments, args)
+			if cohereTextTokens(args) > 0 {
+				o.emit(item, TextToolCallArguments, args)
+			}
 		}
 	case "message-end":
 		readCohereEnd(o, delta)

@@ -402,12 +402,15 @@ func geminiCallTokens(fc string) (tokens int64, output bool) {
 					if ak == "jsonPath" || ak == "willContinue" {
 						return true
 					}
+					// A partial string that only closes the value
+					// ("stringValue":"") carries no text and is no token.
 					if str := geminiStringBody(av); str != "" {
 						tokens += EstimateTokens(bytesOf(str))
+						output = true
 					} else if av[0] != '"' {
 						tokens += EstimateTokens(bytesOf(av))
+						output = true
 					}
-					output = true
 					return true
 				})
 				return true
