@@ -333,7 +333,7 @@ func checkOllamaCase(t *testing.T, c ollamaCase, wire ollamaStream, earlier map[
 			t.Errorf("time to first token %v < Ollama's prompt_eval_duration %v", row.ttft, wire.promptEvalDuration)
 		}
 	}
-	t.Logf("%d tokens in %d events; rate: tokentap %.1f/s, Ollama %.1f/s (eval_count/eval_duration), at the recorder %.1f/s; time to first token %v, Ollama's prompt_eval_duration %v",
+	t.Logf("%d tokens in %d events; rate: tokentap %.1f/s, Ollama %.1f/s (eval_count/eval_duration), events/s at the recorder %.1f; time to first token %v, Ollama's prompt_eval_duration %v",
 		row.tokens, row.chunks, row.tokentapRate, row.ollamaRate, row.wireRate, row.ttft, row.promptEval)
 	if c.rate {
 		if diff := row.tokentapRate/row.ollamaRate - 1; math.Abs(diff) > ollamaRateTolerance {
