@@ -49,10 +49,10 @@ func TestRecordedAnthropicMessages(t *testing.T) {
 			// empty partial_json, 4 to 13 its input; 15 is the tool's
 			// result (not generated); 17 starts the second call, 18 is
 			// "", 19 to 34 its input; 36 the second result; 39 and 40 the
-			// text. Its output_tokens_details.thinking_tokens (0) is not
-			// a field docs/telemetry.md reads for Anthropic.
+			// text. Its output_tokens_details.thinking_tokens is 0:
+			// no thinking, reported.
 			firstToken: 1, firstVisible: 39, lastToken: 40, outputEvents: 1 + 10 + 1 + 16 + 2,
-			usage: Usage{6 + 6289 + 3337, 198, 6289, 3337, -1, UsageReported},
+			usage: Usage{6 + 6289 + 3337, 198, 6289, 3337, 0, UsageReported},
 			model: "claude-sonnet-5", id: "msg_011CdYfpjpVtBoXyXCQD1tQP",
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 44,
 		},
@@ -141,12 +141,12 @@ func TestRecordedAnthropicMessages(t *testing.T) {
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted,
 		},
 		{
-			name: "claude-opus-5 thinking body: output_tokens_details.thinking_tokens is not read", fixture: "anthropic/thinking_tokens_body.json",
+			name: "claude-opus-5 thinking body: output_tokens_details.thinking_tokens is the reasoning", fixture: "anthropic/thinking_tokens_body.json",
 			// 1699 output tokens, of which thinking_tokens 139: inside
-			// output_tokens, so the output is 1699. docs/telemetry.md
-			// says Anthropic reports no reasoning count ("—"), so the
-			// reasoning expected is -1; newer models do report it here.
-			usage: Usage{51, 1699, 0, 0, -1, UsageReported},
+			// output_tokens, so the output is 1699 and the reasoning 139.
+			// Real data over the docs, which named no reasoning count
+			// for Anthropic.
+			usage: Usage{51, 1699, 0, 0, 139, UsageReported},
 			model: "claude-opus-5", id: "msg_011CdMNhurHSJCxCC2NB7WYc",
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted,
 		},

@@ -17,6 +17,9 @@ func newUsageParts() usageParts { return usageParts{input: -1, cacheRead: -1, ca
 // count of Anthropic's message_start is a placeholder).
 type usageNames struct {
 	input, output, cacheRead, cacheWrite string
+	// details is the object that breaks the output count down, and
+	// reasoning its member for the reasoning (thinking) tokens.
+	details, reasoning string
 }
 
 // anthropicUsage names the usage fields of Anthropic's Messages API, used
@@ -26,6 +29,12 @@ var anthropicUsage = usageNames{
 	output:     "output_tokens",
 	cacheRead:  "cache_read_input_tokens",
 	cacheWrite: "cache_creation_input_tokens",
+	// Newer models report the thinking tokens inside output_tokens
+	// (1699 output, 139 of them thinking, in a recorded claude-opus-5
+	// body): docs/telemetry.md named no reasoning count for Anthropic
+	// until real responses showed one.
+	details:   "output_tokens_details",
+	reasoning: "thinking_tokens",
 }
 
 // read merges the usage object u, whose fields are named by names, and
@@ -35,6 +44,12 @@ func (p *usageParts) read(o *Observer, u string, names usageNames) {
 	out := unknownUsage
 	found := false
 	rawMembers(u, func(k, v string) bool {
+		if k == names.details && names.details != "" {
+			if n, ok := rawCount(rawMember(v, names.reasoning)); ok {
+				out.ReasoningOutputTokens, found = n, true
+			}
+			return true
+		}
 		n, ok := rawCount(v)
 		if !ok || k == "" {
 			return true
