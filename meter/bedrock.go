@@ -201,9 +201,11 @@ func (b *bedrock) Event(o *Observer, ev *sse.Event) {
 	b.readConverseEvent(o, typ, view(data))
 }
 
-// readConverseEvent reads one ConverseStream event. messageStart (the role),
-// contentBlockStart (a tool's name and id) and contentBlockStop carry no
-// generated output; nor does the random-length "p" padding every event has.
+// readConverseEvent reads one ConverseStream event. messageStart (the role)
+// and contentBlockStop carry no generated output; nor does the random-length
+// "p" padding every event has. A contentBlockStart that names a tool call
+// does: the name is generated, billed output and the call's first token, as
+// in the other dialects (docs/telemetry.md).
 // Events are read with the raw reader of jsonraw.go, because generated text
 // is full of escapes, which a decoding reader allocates for.
 func (b *bedrock) readConverseEvent(o *Observer, typ []byte, s string) {
@@ -215,6 +217,9 @@ func (b *bedrock) readConverseEvent(o *Observer, typ []byte, s string) {
 		}
 		bedrockConverseDelta(o, rawMember(s, "delta"), item)
 	case "contentBlockStart":
+		if name, ok := rawText(rawMember(rawMember(rawMember(s, "start"), "toolUse"), "name")); ok && name != "" {
+			o.Output(estimateText(bytesOf(name)), false)
+		}
 		if o.capturing() {
 			// A tool call's id and name come here, before its input.
 			item := int(rawLooseInt(rawMember(s, "contentBlockIndex")))
@@ -385,14 +390,11 @@ func (b *bedrock) readNative(o *Observer, s string) {
 	}
 	switch typ {
 	case `"content_block_delta"`:
-		bedrockAnthropicDelta(o, delta, index)
+		// Claude's own events, read as the Messages API's are: the same
+		// model writes the same blocks.
+		anthropicDelta(o, delta, index)
 	case `"content_block_start"`:
-		if o.capturing() {
-			// Claude's own events: a tool_use block's id and name.
-			if t := rawMember(block, "type"); t == `"tool_use"` || t == `"server_tool_use"` {
-				emitAnthropicToolUse(o, int(rawLooseInt(index)), block)
-			}
-		}
+		anthropicDelta(o, block, index)
 	case `"message_start"`:
 		// Its usage.output_tokens is a placeholder that message_delta
 		// replaces: a stream cut before then is better served by the
@@ -430,39 +432,6 @@ func (b *bedrock) readNative(o *Observer, s string) {
 	if rawKindOf(metrics) == kindObject {
 		b.readInvocationMetrics(o, metrics)
 		o.Done()
-	}
-}
-
-// bedrockAnthropicDelta reads an Anthropic content_block_delta's delta:
-// text is visible, thinking and tool input are output; a signature_delta,
-// citations_delta or the "" that starts every tool input is nothing.
-// index is the content block's, for a text sink.
-func bedrockAnthropicDelta(o *Observer, d, index string) {
-	var typ, text string
-	rawMembers(d, func(k, v string) bool {
-		switch k {
-		case "type":
-			typ = v
-		case "text", "thinking", "partial_json":
-			text = v
-		}
-		return true
-	})
-	switch typ {
-	case `"text_delta"`, `"thinking_delta"`, `"input_json_delta"`:
-		if t, ok := rawText(text); ok && t != "" {
-			o.Output(EstimateTokens(bytesOf(t)), typ == `"text_delta"`)
-			if o.capturing() {
-				kind := TextAnswer
-				switch typ {
-				case `"thinking_delta"`:
-					kind = TextReasoning
-				case `"input_json_delta"`:
-					kind = TextToolCallArguments
-				}
-				o.emit(int(rawLooseInt(index)), kind, text)
-			}
-		}
 	}
 }
 

@@ -347,10 +347,8 @@ func TestRecordedBedrock(t *testing.T) {
 			name: "nova-micro raw: text then a tool call whose input arrives whole", fixture: "bedrock/converse_stream_tool_use.bin",
 			path: "/model/us.amazon.nova-micro-v1%3A0/converse-stream",
 			// 1 to 19 text (Nova writes its <thinking> as text), 21
-			// contentBlockStart names get_temperature, 22 its input. The
-			// output events are left out: 20 by the row, 21 by the
-			// general rule that counts the naming event.
-			firstToken: 1, firstVisible: 1, lastToken: 22,
+			// contentBlockStart names get_temperature, 22 its input.
+			firstToken: 1, firstVisible: 1, lastToken: 22, outputEvents: 19 + 1 + 1,
 			usage:  Usage{471, 91, -1, -1, -1, UsageReported},
 			finish: []string{"tool_use"}, outcome: OutcomeCompleted,
 			timings: []ServerTiming{{"latency", 0.422}}, chunks: 26,
@@ -360,10 +358,9 @@ func TestRecordedBedrock(t *testing.T) {
 			path: "/model/us.amazon.nova-2-lite-v1%3A0/converse-stream",
 			// 1 starts nova_code_interpreter (server_tool_use), 2 its
 			// input, 4 and 5 the tool's result, 7 starts final_result, 8
-			// its input. By the row the first token is 2; by the general
-			// rule it would be 1, the naming contentBlockStart: the
-			// docs disagree with themselves here.
-			firstToken: 2, firstVisible: -1, lastToken: 8, outputEvents: 2,
+			// its input. The naming contentBlockStarts, 1 and 7, are
+			// output: each names a call (docs/telemetry.md).
+			firstToken: 1, firstVisible: -1, lastToken: 8, outputEvents: 4,
 			usage:  Usage{1002, 59, -1, -1, -1, UsageReported},
 			finish: []string{"tool_use"}, outcome: OutcomeCompleted,
 			timings: []ServerTiming{{"latency", 1.6}}, chunks: 12,
