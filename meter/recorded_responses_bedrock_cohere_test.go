@@ -64,27 +64,22 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 94,
 			},
 			{
-				name: "gpt-5-mini MCP calls: the arguments are tokens; the mcp_call item is not, by the row", fixture: "openai/responses_mcp_call.sse",
+				name: "gpt-5-mini MCP calls: the mcp_call item the model named is its first token", fixture: "openai/responses_mcp_call.sse",
 				// 8 and 16 add mcp_call web_search_exa items
 				// ("approval_request_id":null: the model named the call in
 				// this response), 10 and 18 stream their arguments whole,
-				// 26 to 368 the answer. The row counts only a function_call
-				// or custom_tool_call item as a token ("not ... other
-				// *.added"); by the general rule (a call's name is its
-				// first token) the first token would be 8 and the output
-				// events 347: the docs disagree with themselves here.
-				firstToken: 10, firstVisible: 26, lastToken: 368, outputEvents: 2 + 343,
+				// 26 to 368 the answer.
+				firstToken: 8, firstVisible: 26, lastToken: 368, outputEvents: 2 + 2 + 343,
 				usage: Usage{11791, 963, 0, -1, 512, UsageReported},
 				model: "gpt-5-mini-2025-08-07", id: "resp_0c72b1033351981300690ccf79c6d88193b7d054f4f83ad50a",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 373,
 			},
 			{
-				name: "gpt-5-mini MCP approval request: 48 output tokens, no token event by the row", fixture: "openai/responses_mcp_approval_request.sse",
+				name: "gpt-5-mini MCP approval request: the request, name and arguments whole, is the one token event", fixture: "openai/responses_mcp_approval_request.sse",
 				// The only output, 8, is an mcp_approval_request item with
 				// the generated name create_short_url and its arguments,
-				// whole; no reasoning (0). By the row no event is a token
-				// (see the case above).
-				firstToken: -1, firstVisible: -1, lastToken: -1,
+				// whole; no reasoning (0).
+				firstToken: 8, firstVisible: -1, lastToken: 8, outputEvents: 1,
 				usage: Usage{422, 48, 0, -1, 0, UsageReported},
 				model: "gpt-5-mini-2025-08-07", id: "resp_04a97b4fce127879006949a837a3a48195b37f26ae73f550c0",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 11,

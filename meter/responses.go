@@ -91,10 +91,10 @@ func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 		"response.mcp_call_arguments.delta", "response.code_interpreter_call_code.delta":
 		responsesOutput(o, delta, false, TextToolCallArguments, index)
 	case "response.output_item.added":
-		// A function or custom tool call is added with its name, which
-		// the model generated: its first token, before its arguments.
-		if name := responsesCallName(item); name != "" {
-			o.Output(estimateText(bytesOf(name)), false)
+		// A tool call is added with its name, which the model generated:
+		// its first token, before its arguments.
+		if n := responsesCallTokens(item); n > 0 {
+			o.Output(n, false)
 		}
 		if o.capturing() {
 			emitResponsesToolCall(o, int(rawLooseInt(index)), item)
@@ -133,26 +133,45 @@ func responsesOutput(o *Observer, delta string, visible bool, kind TextKind, ind
 	}
 }
 
-// responsesCallName is the name of a function_call or custom_tool_call
-// output item, the inside of its raw JSON string, or "". An MCP call's name
-// is left out: one that runs after an approval was generated in the
-// earlier response that asked for it.
-func responsesCallName(item string) string {
-	var typ, name string
+// responsesCallTokens estimates what the model generated in a tool call
+// output item as it is added, 0 for none: a function or custom tool call's
+// name (its arguments stream after it); an MCP call's name when the model
+// named it in this response ("approval_request_id" null: one that runs
+// after an approval was named in the earlier response that asked for it);
+// an MCP approval request's name and arguments, which arrive whole in it.
+func responsesCallTokens(item string) int64 {
+	var typ, name, args, approval string
 	rawMembers(item, func(k, v string) bool {
 		switch k {
 		case "type":
 			typ = v
 		case "name":
 			name = v
+		case "arguments":
+			args = v
+		case "approval_request_id":
+			approval = v
 		}
 		return true
 	})
-	if typ != `"function_call"` && typ != `"custom_tool_call"` {
-		return ""
+	var n int64
+	switch typ {
+	case `"mcp_approval_request"`:
+		if s, ok := rawText(args); ok && s != "" {
+			n = estimateText(bytesOf(s))
+		}
+	case `"mcp_call"`:
+		if approval != "" && approval != "null" {
+			return 0
+		}
+	case `"function_call"`, `"custom_tool_call"`:
+	default:
+		return 0
 	}
-	s, _ := rawText(name)
-	return s
+	if s, ok := rawText(name); ok && s != "" {
+		n += estimateText(bytesOf(s))
+	}
+	return n
 }
 
 // emitResponsesToolCall hands a text sink the id and name of a tool call
