@@ -40,8 +40,7 @@ func recordedRoute(file string) (reqPath, contentType string, err error) {
 	case ".eventstream", ".bin":
 		contentType = "application/vnd.amazon.eventstream"
 	}
-	switch {
-	case strings.HasPrefix(name, "responses_"):
+	if strings.HasPrefix(name, "responses_") {
 		return "/v1/responses", contentType, nil
 	}
 	switch dir {

@@ -112,15 +112,16 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 		// name is generated output and the call's first token, as an
 		// OpenAI call's naming delta is.
 		args := rawMember(fn, "arguments")
-		n := cohereTextTokens(args)
+		argTokens := cohereTextTokens(args)
+		n := argTokens
 		if t == "tool-call-start" {
 			n += cohereTextTokens(rawMember(fn, "name"))
 		}
 		if n > 0 {
 			o.Output(n, false)
-			if cohereTextTokens(args) > 0 {
-				o.emit(item, TextToolCallArguments, args)
-			}
+		}
+		if argTokens > 0 {
+			o.emit(item, TextToolCallArguments, args)
 		}
 	case "message-end":
 		readCohereEnd(o, delta)

@@ -29,10 +29,8 @@ var anthropicUsage = usageNames{
 	output:     "output_tokens",
 	cacheRead:  "cache_read_input_tokens",
 	cacheWrite: "cache_creation_input_tokens",
-	// Newer models report the thinking tokens inside output_tokens
-	// (1699 output, 139 of them thinking, in a recorded claude-opus-5
-	// body): docs/telemetry.md named no reasoning count for Anthropic
-	// until real responses showed one.
+	// Newer models report their thinking tokens here, a part of
+	// output_tokens, as recorded responses show (testdata/recorded).
 	details:   "output_tokens_details",
 	reasoning: "thinking_tokens",
 }
