@@ -1,15 +1,20 @@
 package caddymodule
 
 import (
-	"github.com/caddyserver/caddy/v2"
+	"encoding/hex"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/otelexport"
+	"github.com/tokentap/tokentap/sink"
 )
 
 // logFieldKey is the field of Caddy's access log entry that holds the
@@ -48,6 +53,15 @@ const (
 	logSpanID                   = "span_id"
 )
 
+// logTokenNames are the members of each token count.
+var logTokenNames = [sink.NumTokenKinds]string{
+	sink.InputTokens:              logInputTokens,
+	sink.OutputTokens:             logOutputTokens,
+	sink.CacheReadInputTokens:     logCacheReadInputTokens,
+	sink.CacheCreationInputTokens: logCacheCreationInputTokens,
+	sink.ReasoningOutputTokens:    logReasoningOutputTokens,
+}
+
 // logVarNames lists every variable recordLogFields may set, so that each
 // exchange also clears the ones it did not observe: a second tokentap in the
 // same request's chain must not leave the first one's values behind.
@@ -79,7 +93,9 @@ type logEntry struct {
 	provider, operation, dialect string
 	requestModel, responseModel  string
 	responseID                   string
-	usage                        meter.Usage
+	// tokens holds each count, negative when not known.
+	tokens      [sink.NumTokenKinds]int64
+	usageSource string
 	// timeToFirstToken is in seconds; 0 when no token arrived.
 	timeToFirstToken float64
 	// rate is the output tokens/s; hasRate is false when undefined.
@@ -89,32 +105,46 @@ type logEntry struct {
 	errorType     string
 	finishReasons []string
 	// traceID and spanID name tokentap's span, to go from a log line to
-	// its trace; empty when the span context is invalid.
+	// its trace; empty when the span context is invalid. They are views of
+	// traceHex and spanHex, which the entry owns and never changes.
 	traceID, spanID string
+	traceHex        [32]byte
+	spanHex         [16]byte
 }
 
 // newLogEntry copies what the log needs from a finished exchange.
-func newLogEntry(f *finished) *logEntry {
-	m := f.m
+func newLogEntry(r *sink.Result) *logEntry {
+	m := r.M
 	e := &logEntry{
-		provider:      f.provider,
+		provider:      r.Provider,
 		operation:     m.Operation,
 		dialect:       m.Dialect,
 		requestModel:  m.Request.Model,
 		responseModel: m.ResponseModel,
 		responseID:    m.ResponseID,
-		usage:         m.Usage,
+		usageSource:   m.Usage.Source.String(),
 		outcome:       m.Outcome.String(),
 		errorType:     m.ErrorType,
-		finishReasons: finishReasons(m.FinishReasons),
+		finishReasons: otelexport.FinishReasons(m.FinishReasons),
+	}
+	for k := range e.tokens {
+		n, ok := r.Tokens(sink.TokenKind(k))
+		if !ok {
+			n = -1
+		}
+		e.tokens[k] = n
 	}
 	if m.FirstToken > 0 {
 		e.timeToFirstToken = m.FirstToken.Seconds()
 	}
 	e.rate, e.hasRate = m.OutputTokensPerSecond()
-	if f.ctx != nil {
-		if sc := trace.SpanContextFromContext(f.ctx); sc.IsValid() {
-			e.traceID, e.spanID = sc.TraceID().String(), sc.SpanID().String()
+	if r.Ctx != nil {
+		if sc := trace.SpanContextFromContext(r.Ctx); sc.IsValid() {
+			tid, sid := sc.TraceID(), sc.SpanID()
+			hex.Encode(e.traceHex[:], tid[:])
+			hex.Encode(e.spanHex[:], sid[:])
+			e.traceID = unsafe.String(&e.traceHex[0], len(e.traceHex))
+			e.spanID = unsafe.String(&e.spanHex[0], len(e.spanHex))
 		}
 	}
 	return e
@@ -135,24 +165,12 @@ func (e *logEntry) each(str func(name, v string), num func(name string, v int64)
 			str(s.name, s.v)
 		}
 	}
-	if u := &e.usage; u.Source != meter.UsageAbsent {
-		// A negative count is one the provider did not report.
-		for _, c := range []struct {
-			name string
-			n    int64
-		}{
-			{logInputTokens, u.InputTokens},
-			{logOutputTokens, u.OutputTokens},
-			{logCacheReadInputTokens, u.CacheReadInputTokens},
-			{logCacheCreationInputTokens, u.CacheCreationInputTokens},
-			{logReasoningOutputTokens, u.ReasoningOutputTokens},
-		} {
-			if c.n >= 0 {
-				num(c.name, c.n)
-			}
+	for k, n := range e.tokens {
+		if n >= 0 {
+			num(logTokenNames[k], n)
 		}
 	}
-	str(logUsageSource, e.usage.Source.String())
+	str(logUsageSource, e.usageSource)
 	if e.timeToFirstToken > 0 {
 		float(logTimeToFirstToken, e.timeToFirstToken)
 	}
@@ -185,7 +203,11 @@ func (e *logEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-// recordLogFields adds a finished exchange's measurement to Caddy's access
+// accessLog is the access log sink: it puts each exchange's measurement in
+// Caddy's access log entry and in placeholders.
+type accessLog struct{}
+
+// Record adds a finished exchange's measurement to Caddy's access
 // log entry for the request (the "tokentap" object) and publishes it as
 // placeholders ({http.vars.tokentap.*}) for directives that run after the
 // response, such as log_append. It runs before ServeHTTP returns, because
@@ -197,9 +219,9 @@ func (e *logEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 // the variables map: net/http's transport may still be dialing for this
 // request on another goroutine (a dial it started before an idle connection
 // came free), and reverse_proxy's dialer reads that map unlocked.
-func (x *exchange) recordLogFields(f *finished) {
-	ctx := x.r.Context()
-	e := newLogEntry(f)
+func (accessLog) Record(r *sink.Result) {
+	ctx := r.Ctx
+	e := newLogEntry(r)
 	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		// Set, not Add: a second tokentap in the chain replaces the entry
 		// rather than writing a duplicate key.
@@ -213,7 +235,7 @@ func (x *exchange) recordLogFields(f *finished) {
 		repl.Delete(key)
 	}
 	e.each(
-		func(name, v string) { repl.Set(logVarKeys[name], v) },
+		func(name, v string) { repl.Set(logVarKeys[name], boxedVar(name, v)) },
 		func(name string, v int64) { repl.Set(logVarKeys[name], v) },
 		func(name string, v float64) { repl.Set(logVarKeys[name], v) },
 	)
@@ -222,4 +244,60 @@ func (x *exchange) recordLogFields(f *finished) {
 		// order, as the log's array has them.
 		repl.Set(logVarKeys[logFinishReasons], strings.Join(e.finishReasons, ","))
 	}
+}
+
+// boxedVars holds the placeholder values that come from a small, fixed
+// set (outcomes, usage sources, dialects, operations, providers) already
+// boxed, so that publishing them allocates nothing: each string put in a
+// placeholder is otherwise copied to the heap, and these repeat on every
+// request. Values from the wire (models, ids) are never kept here.
+var boxedVars struct {
+	mu   sync.Mutex
+	vals atomic.Pointer[map[string]any]
+}
+
+// maxBoxedVars bounds boxedVars: providers come from the configuration
+// and operations from the dialects, but a bound costs nothing.
+const maxBoxedVars = 256
+
+// boxedVar returns v as a placeholder value, from boxedVars for the
+// members whose values repeat.
+func boxedVar(name, v string) any {
+	switch name {
+	case logProvider, logOperation, logDialect, logUsageSource, logOutcome:
+	default:
+		return v
+	}
+	if m := boxedVars.vals.Load(); m != nil {
+		if b, ok := (*m)[v]; ok {
+			return b
+		}
+	}
+	boxedVars.mu.Lock()
+	defer boxedVars.mu.Unlock()
+	old := boxedVars.vals.Load()
+	if old != nil {
+		if b, ok := (*old)[v]; ok {
+			return b
+		}
+		if len(*old) >= maxBoxedVars {
+			return v
+		}
+	}
+	next := make(map[string]any, 1+len(derefBoxed(old)))
+	for k, b := range derefBoxed(old) {
+		next[k] = b
+	}
+	k := strings.Clone(v)
+	var b any = k
+	next[k] = b
+	boxedVars.vals.Store(&next)
+	return b
+}
+
+func derefBoxed(m *map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	return *m
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sink"
 )
 
 // encodeLogEntry renders e as the JSON access log would, as a generic map.
@@ -128,7 +129,7 @@ func TestLogEntryFields(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := tt.m
-			got := encodeLogEntry(t, newLogEntry(&finished{ctx: tt.ctx, m: &m, provider: "openai"}))
+			got := encodeLogEntry(t, newLogEntry(&sink.Result{Ctx: tt.ctx, M: &m, Provider: "openai"}))
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("access log object:\n got %v\nwant %v", got, tt.want)
 			}

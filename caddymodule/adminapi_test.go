@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sink"
 	"github.com/tokentap/tokentap/stats"
 	"github.com/tokentap/tokentap/web"
 )
@@ -159,8 +160,8 @@ func TestRecordStats(t *testing.T) {
 	}
 
 	t.Run("request model when the response has none", func(t *testing.T) {
-		f := &finished{m: &meter.Measurement{Request: meter.Request{Model: "stats-request-only"}, End: time.Second}, end: time.Now(), provider: "openai"}
-		hs.h.recordStats(f)
+		f := &sink.Result{M: &meter.Measurement{Request: meter.Request{Model: "stats-request-only"}, End: time.Second}, End: time.Now(), Provider: "openai"}
+		sinkNamed(t, hs.h, "stats").Record(f)
 		a := liveStats.Aggregate(stats.Window1m, time.Now())
 		for _, r := range a.Rows() {
 			if r.Key.Model == "stats-request-only" {
@@ -171,14 +172,15 @@ func TestRecordStats(t *testing.T) {
 	})
 
 	t.Run("no allocation into an existing row", func(t *testing.T) {
-		f := &finished{
-			m:        &meter.Measurement{ResponseModel: "stats-alloc", FirstToken: time.Millisecond, LastToken: time.Second, End: time.Second, Usage: meter.Usage{OutputTokens: 10, InputTokens: 3, Source: meter.UsageReported}},
-			end:      time.Now(),
-			provider: "openai",
-			labels:   []labelValue{{name: "app", value: "a"}, {name: "team", value: "t"}},
+		f := &sink.Result{
+			M:        &meter.Measurement{ResponseModel: "stats-alloc", FirstToken: time.Millisecond, LastToken: time.Second, End: time.Second, Usage: meter.Usage{OutputTokens: 10, InputTokens: 3, Source: meter.UsageReported}},
+			End:      time.Now(),
+			Provider: "openai",
+			Labels:   []sink.Label{{Name: "app", Value: "a"}, {Name: "team", Value: "t"}},
 		}
-		hs.h.recordStats(f)
-		if allocs := testing.AllocsPerRun(100, func() { hs.h.recordStats(f) }); allocs != 0 {
+		stats := sinkNamed(t, hs.h, "stats")
+		stats.Record(f)
+		if allocs := testing.AllocsPerRun(100, func() { stats.Record(f) }); allocs != 0 {
 			t.Errorf("%v allocations per exchange", allocs)
 		}
 	})

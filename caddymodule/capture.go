@@ -8,12 +8,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/dustin/go-humanize"
-	"go.opentelemetry.io/otel/attribute"
-	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/capture"
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sink"
 )
 
 // Content capture: prompts and completions on the span, only when asked
@@ -28,10 +27,6 @@ const captureEnv = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 // tokentap's own: it is removed before the request goes upstream,
 // whatever its value.
 const captureHeader = "Tokentap-Capture-Content"
-
-// attrContentTruncated says a content attribute was cut to
-// max_content_size, or its request body was longer than max_request_body.
-const attrContentTruncated = attribute.Key("tokentap.content.truncated")
 
 // provisionCapture decides whether the handler captures content: the
 // configuration if it says, else the environment; and checks the size.
@@ -131,13 +126,12 @@ func (x *exchange) captureResponse() {
 	}
 }
 
-// contentAttributes builds the content attributes of a finished exchange,
-// when it is captured and its span is recorded: the request body as the
-// system instructions and input messages, the text the meter handed out as
-// the output messages.
-func (x *exchange) contentAttributes(m *meter.Measurement) []attribute.KeyValue {
+// content captures a finished exchange's content, when it is captured and
+// its span is recorded: the request body as the system instructions and
+// input messages, the text the meter handed out as the output messages.
+func (x *exchange) content(m *meter.Measurement) sink.Content {
 	if x.output == nil || !x.span.IsRecording() {
-		return nil
+		return sink.Content{}
 	}
 	max := int(x.h.MaxContentSize)
 	var body []byte
@@ -147,32 +141,14 @@ func (x *exchange) contentAttributes(m *meter.Measurement) []attribute.KeyValue 
 	case x.tee != nil:
 		body, _, _ = x.tee.snapshot()
 	}
-	system, input := capture.Input(m.Dialect, body, max)
+	var c sink.Content
+	c.System, c.Input = capture.Input(m.Dialect, body, max)
 	if m.Request.Truncated {
-		system.Truncated = system.Truncated || system.JSON != ""
-		input.Truncated = input.Truncated || input.JSON != ""
+		c.System.Truncated = c.System.Truncated || c.System.JSON != ""
+		c.Input.Truncated = c.Input.Truncated || c.Input.JSON != ""
 	}
-	var output capture.Result
 	if m.StatusCode < 400 {
-		output = x.output.Result(m.FinishReasons, m.Outcome == meter.OutcomeCompleted, max)
+		c.Output = x.output.Result(m.FinishReasons, m.Outcome == meter.OutcomeCompleted, max)
 	}
-	attrs := make([]attribute.KeyValue, 0, 4)
-	truncated := false
-	for _, c := range []struct {
-		key attribute.Key
-		r   capture.Result
-	}{
-		{semconv.GenAISystemInstructionsKey, system},
-		{semconv.GenAIInputMessagesKey, input},
-		{semconv.GenAIOutputMessagesKey, output},
-	} {
-		if c.r.JSON != "" {
-			attrs = append(attrs, c.key.String(c.r.JSON))
-			truncated = truncated || c.r.Truncated
-		}
-	}
-	if truncated {
-		attrs = append(attrs, attrContentTruncated.Bool(true))
-	}
-	return attrs
+	return c
 }

@@ -7,10 +7,10 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/tokentap/tokentap/capture"
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sink"
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -53,10 +54,12 @@ type exchange struct {
 	fullBody []byte
 
 	// output collects the generated text when content is captured
-	// (capture.go); nil otherwise. content holds the content attributes,
-	// built when the exchange finishes.
-	output  *capture.Output
-	content []attribute.KeyValue
+	// (capture.go); nil otherwise.
+	output *capture.Output
+
+	// result is what the sinks get when the exchange ends; part of the
+	// exchange so that finishing allocates no more for it.
+	result sink.Result
 
 	inflight *inflightCounter
 	// inflightAhead is how many requests to the same upstream and model
@@ -137,8 +140,8 @@ func (x *exchange) provider(upstreamHost string) string {
 }
 
 // safely runs tokentap's own measuring code so that a bug in it costs this
-// request its measurement and nothing else.
-func (x *exchange) safely(what string, f func()) {
+// request its measurement and nothing else. It reports whether f returned.
+func (x *exchange) safely(what string, f func()) (ok bool) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			x.broken = true
@@ -148,7 +151,12 @@ func (x *exchange) safely(what string, f func()) {
 		}
 	}()
 	f()
+	return true
 }
+
+// internalPanics counts panics recovered in tokentap's measuring code across
+// all handlers, for the tests.
+var internalPanics atomic.Int64
 
 // recordPanic counts a recovered panic and logs the handler's first one with
 // its stack. It may run on a meter's decompression goroutine.
@@ -286,58 +294,20 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 			m.Outcome = abort
 		}
 	}
-	f := &finished{ctx: x.ctx, m: m, end: end}
-	if f.ctx == nil {
-		f.ctx = x.r.Context()
+	r := &x.result
+	*r = sink.Result{Ctx: x.ctx, M: m, End: end}
+	if r.Ctx == nil {
+		// The span was never started: sinks see no span rather than
+		// another handler's.
+		r.Ctx = trace.ContextWithSpan(x.r.Context(), x.span)
 	}
 	x.safely("labels", func() {
-		f.host, f.port = x.upstream()
-		f.provider = x.provider(f.host)
-		f.labels = x.resolveLabels()
+		r.Host, r.Port = x.upstream()
+		r.Provider = x.provider(r.Host)
+		r.Labels = x.resolveLabels()
 	})
-	x.safely("content", func() { x.content = x.contentAttributes(m) })
+	x.safely("content", func() { r.Content = x.content(m) })
 	x.overhead += time.Since(end)
-	ended := false
-	x.safely("span", func() {
-		x.endSpan(f)
-		ended = true
-	})
-	if !ended {
-		x.span.End(trace.WithTimestamp(end))
-	}
-	x.record(f)
-}
-
-func (x *exchange) endSpan(f *finished) {
-	span, m, end := x.span, f.m, f.end
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
-	host, port := f.host, f.port
-	if m.Request.Model != "" {
-		span.SetName(m.Operation + " " + validUTF8(m.Request.Model))
-	}
-	attrs := make([]attribute.KeyValue, 0, 40)
-	attrs = append(attrs, semconv.GenAIProviderNameKey.String(f.provider))
-	attrs = appendMeasurement(attrs, m)
-	for _, l := range f.labels {
-		attrs = append(attrs, l.attr.String(validUTF8(l.value)))
-	}
-	if host != "" {
-		attrs = append(attrs, semconv.ServerAddress(host))
-		if port > 0 {
-			attrs = append(attrs, semconv.ServerPort(port))
-		}
-	}
-	attrs = append(attrs, x.content...)
-	attrs = append(attrs,
-		attrInflight.Int64(x.inflightAhead),
-		attrOverhead.Float64(x.overhead.Seconds()),
-	)
-	span.SetAttributes(attrs...)
-	if isFailure(m) {
-		span.SetStatus(spanErrorStatus(m))
-	}
-	span.End(trace.WithTimestamp(end))
+	r.Inflight, r.Overhead = x.inflightAhead, x.overhead
+	x.record(r)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/otelexport"
 )
 
 // The fault tests (faults_*_test.go) run tokentap in this process's Caddy,
@@ -186,13 +187,7 @@ func stopCaddyAndSettle(t *testing.T) {
 
 // providerRefs is how many handlers hold the shared providers.
 func providerRefs() (traceRefs, meterRefs int) {
-	sharedTracer.mu.Lock()
-	traceRefs = sharedTracer.refs
-	sharedTracer.mu.Unlock()
-	sharedMeter.mu.Lock()
-	meterRefs = sharedMeter.refs
-	sharedMeter.mu.Unlock()
-	return traceRefs, meterRefs
+	return otelexport.Holders()
 }
 
 // waitAnswers waits until url answers HTTP at all, so that a test's first

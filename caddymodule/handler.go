@@ -117,10 +117,11 @@ type Handler struct {
 	labels     []labelDef
 	estimator  meter.Estimator
 	tracer     trace.Tracer
-	metrics    *metricInstruments
 	propagator propagation.TextMapPropagator
-	logger     *zap.Logger
-	lease      *lease
+	// sinks record each finished exchange, in order (telemetry.go).
+	sinks  []namedSink
+	logger *zap.Logger
+	lease  *lease
 
 	// faults counts panics recovered in tokentap's own measuring code, so
 	// each handler logs only its first.
@@ -162,19 +163,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionCapture(); err != nil {
 		return err
 	}
-	tp, release, err := acquireTracerProvider(ctx, h.logger)
-	if err != nil {
-		return fmt.Errorf("setting up trace export: %v", err)
-	}
-	releaseMetrics, err := h.provisionMetrics(ctx)
-	if err != nil {
-		release()
-		return fmt.Errorf("setting up metric export: %v", err)
-	}
-	h.lease = &lease{release: func() { releaseMetrics(); release() }}
-	h.tracer = tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(version()))
-	h.propagator = propagator()
-	return nil
+	return h.provisionTelemetry(ctx)
 }
 
 // Validate rejects configurations that cannot work.

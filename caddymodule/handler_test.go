@@ -27,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/otelexport"
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -36,7 +37,7 @@ import (
 var integrationSpans = tracetest.NewSpanRecorder()
 
 func TestMain(m *testing.M) {
-	tracerProviderOverride = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(integrationSpans))
+	otelexport.TracerProviderOverride = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(integrationSpans))
 	os.Exit(m.Run())
 }
 
@@ -74,7 +75,7 @@ func newHarness(t *testing.T, h *Handler, upstream caddyhttp.HandlerFunc) *harne
 	}
 	// Each unit test sees only its own spans.
 	rec := tracetest.NewSpanRecorder()
-	h.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer(instrumentationName)
+	h.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer(otelexport.InstrumentationName)
 	if err := h.Validate(); err != nil {
 		t.Fatal(err)
 	}

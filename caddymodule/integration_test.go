@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/tokentap/tokentap/otelexport"
 	"github.com/tokentap/tokentap/simulator"
 )
 
@@ -415,9 +416,7 @@ func TestReloadWhileStreaming(t *testing.T) {
 	// the old configs' handlers have let go.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		sharedTracer.mu.Lock()
-		refs := sharedTracer.refs
-		sharedTracer.mu.Unlock()
+		refs, _ := otelexport.Holders()
 		n := runtime.NumGoroutine()
 		if refs == 2 && n <= baseline+2 {
 			break

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/tokentap/tokentap/otelexport"
 	"github.com/tokentap/tokentap/simulator"
 )
 
@@ -127,7 +128,7 @@ func TestPrometheusThroughCaddy(t *testing.T) {
 		"server_port":           promSimPort,
 		"tokentap_usage_source": "reported",
 		"tokentap_label_team":   "search",
-		"otel_scope_name":       instrumentationName,
+		"otel_scope_name":       otelexport.InstrumentationName,
 	}
 	estimated := promWithLabel(reported, "tokentap_usage_source", "estimated")
 	// rated counts this test's exchanges that had a decode rate, by usage

@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/tokentap/tokentap/otelexport"
 	"github.com/tokentap/tokentap/simulator"
 	"github.com/tokentap/tokentap/stats"
 )
@@ -705,9 +706,7 @@ func stopStatsCaddy(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		sharedTracer.mu.Lock()
-		refs := sharedTracer.refs
-		sharedTracer.mu.Unlock()
+		refs, _ := otelexport.Holders()
 		if refs == 0 {
 			return
 		}

@@ -75,7 +75,7 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	order, err := parseSort(fl.String("sort"))
+	order, err := stats.ParseTableSort(fl.String("sort"))
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
@@ -102,7 +102,7 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 	if len(rep.Rows) == 0 {
 		_, err = fmt.Fprintf(out, "no requests in the last %s\n", win)
 	} else {
-		err = writeTable(out, rep, order)
+		err = stats.WriteTable(out, rep, order)
 	}
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err

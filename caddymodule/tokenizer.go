@@ -12,7 +12,7 @@ import (
 const DefaultTokenizer = "o200k_base"
 
 // provisionTokenizer loads the configured tokenizer's vocabulary now (once
-// per process, about 50 ms and 6 MiB for o200k_base), so that the first
+// per process; docs/telemetry.md says what it costs), so that the first
 // stream to need it is not the one that waits.
 func (h *Handler) provisionTokenizer() error {
 	name := h.Tokenizer

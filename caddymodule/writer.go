@@ -20,8 +20,7 @@ import (
 // up to maxHeldWrites: in a proxy serving many streams, a stream's meter
 // state and the reading code have gone cold by its next event, and reading
 // eight events in a row pays for that once, not eight times
-// (BenchmarkTapInterleaved: about 410 ns an event in batches of eight
-// against 900-1,100 one at a time). Every event keeps the time it was
+// (BenchmarkTapInterleaved; figures in docs/BENCHMARKS.md). Every event keeps the time it was
 // written; nothing reads the measurement before the response ends, when
 // the rest is read.
 //

@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/tokentap/tokentap/otelexport"
 )
 
 // discardWriter is a ResponseWriter that costs nothing, so the benchmarks
@@ -112,7 +114,7 @@ func benchHandler(b testing.TB) *Handler {
 	}
 	b.Cleanup(func() { _ = h.Cleanup() })
 	// A recording provider, so span attributes are really built.
-	h.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder())).Tracer(instrumentationName)
+	h.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder())).Tracer(otelexport.InstrumentationName)
 	return h
 }
 
@@ -128,4 +130,29 @@ func benchWriter(b testing.TB) (*responseWriter, *exchange) {
 	x.prepare(r)
 	dw := &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}
 	return &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: dw}, x: x}, x
+}
+
+// BenchmarkFinish is the per-request work after the stream, alone: the
+// meter's finish, the span's attributes and end, the metric points, the
+// live stats and the access log, for a completed stream with reported
+// usage. Only the finish is timed and counted.
+func BenchmarkFinish(b *testing.B) {
+	body := fixture(b, "chat_usage.sse")
+	events := bytes.SplitAfter(body, []byte("\n\n"))
+	h := benchHandler(b)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		r := benchRequest()
+		x := h.begin(r)
+		r = x.prepare(r)
+		w := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
+		for _, ev := range events {
+			_, _ = w.Write(ev)
+		}
+		w.measureHeld()
+		b.StartTimer()
+		x.finish(0, "")
+	}
+	b.StopTimer()
 }

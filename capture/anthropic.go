@@ -2,14 +2,16 @@ package capture
 
 import "github.com/tidwall/gjson"
 
+func init() { RegisterInput("anthropic_messages", anthropicInput) }
+
 // anthropicInput reads a Messages API request (also InvokeModel's body for
 // Claude on Bedrock): system, a string or text blocks, is the system
 // instructions; each message's content is a string or a list of blocks.
-func anthropicInput(root gjson.Result) ([]part, []message) {
+func anthropicInput(root gjson.Result) ([]Part, []Message) {
 	sys := anthropicBlocks(root.Get("system"))
-	var msgs []message
+	var msgs []Message
 	eachWhole(root.Get("messages"), func(m gjson.Result) {
-		msgs = append(msgs, message{Role: normalRole(str(m.Get("role"))), Parts: orEmpty(anthropicBlocks(m.Get("content")))})
+		msgs = append(msgs, Message{Role: normalRole(str(m.Get("role"))), Parts: orEmpty(anthropicBlocks(m.Get("content")))})
 	})
 	return sys, msgs
 }
@@ -17,11 +19,11 @@ func anthropicInput(root gjson.Result) ([]part, []message) {
 // anthropicBlocks reads content: a string, or blocks of text, images,
 // documents, tool use and results, and thinking. Redacted thinking is an
 // encrypted blob with nothing readable in it.
-func anthropicBlocks(c gjson.Result) []part {
+func anthropicBlocks(c gjson.Result) []Part {
 	if c.Type == gjson.String {
 		return textPart(typeText, c.Str)
 	}
-	var parts []part
+	var parts []Part
 	c.ForEach(func(_, b gjson.Result) bool {
 		switch typ := b.Get("type").String(); typ {
 		case "text":
@@ -35,16 +37,16 @@ func anthropicBlocks(c gjson.Result) []part {
 			}
 			parts = append(parts, anthropicSource(b.Get("source"), modality))
 		case "tool_use", "server_tool_use":
-			parts = append(parts, part{Type: typeToolCall, ID: str(b.Get("id")), Name: str(b.Get("name")), Args: jsonText(b.Get("input"))})
+			parts = append(parts, Part{Type: typeToolCall, ID: str(b.Get("id")), Name: str(b.Get("name")), Args: jsonText(b.Get("input"))})
 		case "tool_result":
-			parts = append(parts, part{Type: typeToolCallResponse, ID: str(b.Get("tool_use_id")), Response: anthropicResultText(b.Get("content"))})
+			parts = append(parts, Part{Type: typeToolCallResponse, ID: str(b.Get("tool_use_id")), Response: anthropicResultText(b.Get("content"))})
 		case "redacted_thinking", "":
 		default:
 			if id := b.Get("tool_use_id"); id.Exists() {
 				// Server tool results (web_search_tool_result, ...).
-				parts = append(parts, part{Type: typeToolCallResponse, ID: str(id), Response: jsonText(b.Get("content"))})
+				parts = append(parts, Part{Type: typeToolCallResponse, ID: str(id), Response: jsonText(b.Get("content"))})
 			} else {
-				parts = append(parts, part{Type: small(typ, new(bool))})
+				parts = append(parts, Part{Type: small(typ, new(bool))})
 			}
 		}
 		return true
@@ -54,17 +56,17 @@ func anthropicBlocks(c gjson.Result) []part {
 
 // anthropicSource reads an image or document source: base64 data, a URL,
 // an uploaded file, or (documents) plain text.
-func anthropicSource(s gjson.Result, modality string) part {
+func anthropicSource(s gjson.Result, modality string) Part {
 	mime := str(s.Get("media_type"))
 	switch s.Get("type").String() {
 	case "base64", "text":
-		return part{Type: typeBlob, Modality: modalityOf(mime, modality), MimeType: mime, Content: []byte(s.Get("data").String())}
+		return Part{Type: typeBlob, Modality: modalityOf(mime, modality), MimeType: mime, Content: []byte(s.Get("data").String())}
 	case "url":
-		return part{Type: typeURI, Modality: modality, URI: []byte(s.Get("url").String())}
+		return Part{Type: typeURI, Modality: modality, URI: []byte(s.Get("url").String())}
 	case "file":
-		return part{Type: typeFile, Modality: modality, FileID: str(s.Get("file_id"))}
+		return Part{Type: typeFile, Modality: modality, FileID: str(s.Get("file_id"))}
 	}
-	return part{Type: typeBlob, Modality: modality, MimeType: mime}
+	return Part{Type: typeBlob, Modality: modality, MimeType: mime}
 }
 
 // anthropicResultText is a tool_result's content as the response: a

@@ -2,29 +2,34 @@ package capture
 
 import "github.com/tidwall/gjson"
 
+func init() {
+	RegisterInput("bedrock_converse", bedrockConverseInput)
+	RegisterInput("bedrock_invoke", bedrockInvokeInput)
+}
+
 // bedrockConverseInput reads a Converse request: system is a list of
 // blocks (text is the instructions; guard content and cache points are
 // not), messages have content blocks of text, images, documents, video,
 // tool use and results, and reasoning.
-func bedrockConverseInput(root gjson.Result) ([]part, []message) {
-	var sys []part
+func bedrockConverseInput(root gjson.Result) ([]Part, []Message) {
+	var sys []Part
 	root.Get("system").ForEach(func(_, b gjson.Result) bool {
 		sys = append(sys, textPart(typeText, b.Get("text").String())...)
 		return true
 	})
-	var msgs []message
+	var msgs []Message
 	eachWhole(root.Get("messages"), func(m gjson.Result) {
-		var parts []part
+		var parts []Part
 		m.Get("content").ForEach(func(_, b gjson.Result) bool {
 			parts = append(parts, bedrockBlock(b)...)
 			return true
 		})
-		msgs = append(msgs, message{Role: normalRole(str(m.Get("role"))), Parts: orEmpty(parts)})
+		msgs = append(msgs, Message{Role: normalRole(str(m.Get("role"))), Parts: orEmpty(parts)})
 	})
 	return sys, msgs
 }
 
-func bedrockBlock(b gjson.Result) []part {
+func bedrockBlock(b gjson.Result) []Part {
 	if t := b.Get("text"); t.Exists() {
 		return textPart(typeText, t.String())
 	}
@@ -32,7 +37,7 @@ func bedrockBlock(b gjson.Result) []part {
 		return textPart(typeReasoning, r.String())
 	}
 	if u := b.Get("toolUse"); u.IsObject() {
-		return []part{{Type: typeToolCall, ID: str(u.Get("toolUseId")), Name: str(u.Get("name")), Args: jsonText(u.Get("input"))}}
+		return []Part{{Type: typeToolCall, ID: str(u.Get("toolUseId")), Name: str(u.Get("name")), Args: jsonText(u.Get("input"))}}
 	}
 	if r := b.Get("toolResult"); r.IsObject() {
 		var resp []byte
@@ -44,7 +49,7 @@ func bedrockBlock(b gjson.Result) []part {
 			}
 			return true
 		})
-		return []part{{Type: typeToolCallResponse, ID: str(r.Get("toolUseId")), Response: resp}}
+		return []Part{{Type: typeToolCallResponse, ID: str(r.Get("toolUseId")), Response: resp}}
 	}
 	for _, media := range [...]struct{ key, modality string }{{"image", "image"}, {"document", "document"}, {"video", "video"}} {
 		m := b.Get(media.key)
@@ -53,9 +58,9 @@ func bedrockBlock(b gjson.Result) []part {
 		}
 		format := str(m.Get("format"))
 		if uri := m.Get("source.s3Location.uri"); uri.Exists() {
-			return []part{{Type: typeURI, Modality: media.modality, MimeType: format, URI: []byte(uri.String())}}
+			return []Part{{Type: typeURI, Modality: media.modality, MimeType: format, URI: []byte(uri.String())}}
 		}
-		return []part{{Type: typeBlob, Modality: media.modality, MimeType: format, Content: []byte(m.Get("source.bytes").String())}}
+		return []Part{{Type: typeBlob, Modality: media.modality, MimeType: format, Content: []byte(m.Get("source.bytes").String())}}
 	}
 	return nil
 }
@@ -63,7 +68,7 @@ func bedrockBlock(b gjson.Result) []part {
 // bedrockInvokeInput reads an InvokeModel body, which is the model's own
 // request format: Anthropic's Messages for Claude, a prompt for Llama and
 // Mistral, inputText for Titan.
-func bedrockInvokeInput(root gjson.Result) ([]part, []message) {
+func bedrockInvokeInput(root gjson.Result) ([]Part, []Message) {
 	if root.Get("messages").IsArray() {
 		return anthropicInput(root)
 	}

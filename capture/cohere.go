@@ -2,15 +2,17 @@ package capture
 
 import "github.com/tidwall/gjson"
 
+func init() { RegisterInput("cohere_chat", cohereInput) }
+
 // cohereInput reads a Cohere v2 chat request. System messages stay in the
 // messages, where the API puts them; an assistant's tool_plan is the
 // reasoning before its tool calls.
-func cohereInput(root gjson.Result) []message {
-	var msgs []message
+func cohereInput(root gjson.Result) ([]Part, []Message) {
+	var msgs []Message
 	eachWhole(root.Get("messages"), func(m gjson.Result) {
-		msg := message{Role: normalRole(str(m.Get("role")))}
+		msg := Message{Role: normalRole(str(m.Get("role")))}
 		if msg.Role == "tool" {
-			msg.Parts = []part{{Type: typeToolCallResponse, ID: str(m.Get("tool_call_id")), Response: cohereContentText(m.Get("content"))}}
+			msg.Parts = []Part{{Type: typeToolCallResponse, ID: str(m.Get("tool_call_id")), Response: cohereContentText(m.Get("content"))}}
 			msgs = append(msgs, msg)
 			return
 		}
@@ -18,22 +20,22 @@ func cohereInput(root gjson.Result) []message {
 		msg.Parts = append(msg.Parts, cohereContent(m.Get("content"))...)
 		m.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
 			f := c.Get("function")
-			msg.Parts = append(msg.Parts, part{Type: typeToolCall, ID: str(c.Get("id")), Name: str(f.Get("name")), Args: jsonText(f.Get("arguments"))})
+			msg.Parts = append(msg.Parts, Part{Type: typeToolCall, ID: str(c.Get("id")), Name: str(f.Get("name")), Args: jsonText(f.Get("arguments"))})
 			return true
 		})
 		msg.Parts = orEmpty(msg.Parts)
 		msgs = append(msgs, msg)
 	})
-	return msgs
+	return nil, msgs
 }
 
 // cohereContent reads content: a string, or text, thinking, image and
 // document parts.
-func cohereContent(c gjson.Result) []part {
+func cohereContent(c gjson.Result) []Part {
 	if c.Type == gjson.String {
 		return textPart(typeText, c.Str)
 	}
-	var parts []part
+	var parts []Part
 	c.ForEach(func(_, p gjson.Result) bool {
 		switch typ := p.Get("type").String(); typ {
 		case "text":
@@ -47,10 +49,10 @@ func cohereContent(c gjson.Result) []part {
 			}
 			parts = append(parts, urlPart(url.String(), "image"))
 		case "document":
-			parts = append(parts, part{Type: typeBlob, Modality: "document", Content: jsonText(p.Get("document"))})
+			parts = append(parts, Part{Type: typeBlob, Modality: "document", Content: jsonText(p.Get("document"))})
 		default:
 			if typ != "" {
-				parts = append(parts, part{Type: small(typ, new(bool))})
+				parts = append(parts, Part{Type: small(typ, new(bool))})
 			}
 		}
 		return true

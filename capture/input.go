@@ -5,17 +5,23 @@ import (
 )
 
 // Input reads a request body in the API format dialect names (the meter's
-// dialect names) and returns gen_ai.system_instructions, for the APIs that
-// give instructions apart from the messages (Anthropic's system, Gemini's
+// dialect names) with the reader registered for it (RegisterInput), and
+// returns gen_ai.system_instructions, for the APIs that give instructions
+// apart from the messages (Anthropic's system, Gemini's
 // systemInstruction, the Responses API's instructions, Bedrock's system,
 // Ollama generate's system), and gen_ai.input.messages. Each is at most
 // max bytes of JSON (DefaultMaxSize if max <= 0), and empty when the body
-// has none. An unknown dialect, or a body that is not JSON, gives nothing.
+// has none. A dialect without a reader, or a body that is not JSON, gives
+// nothing.
 //
 // body may be the first part of a longer body (the proxy copies requests
 // up to a cap): what it holds whole is read, and the caller says the rest
 // is missing by marking the results truncated.
 func Input(dialect string, body []byte, max int) (system, input Result) {
+	read, ok := inputReaders[dialect]
+	if !ok {
+		return Result{}, Result{}
+	}
 	if max <= 0 {
 		max = DefaultMaxSize
 	}
@@ -23,43 +29,41 @@ func Input(dialect string, body []byte, max int) (system, input Result) {
 	if !root.IsObject() {
 		return Result{}, Result{}
 	}
-	var sys []part
-	var msgs []message
-	switch dialect {
-	case "openai_chat":
-		msgs = openAIChatInput(root)
-	case "openai_responses":
-		sys, msgs = responsesInput(root)
-	case "anthropic_messages":
-		sys, msgs = anthropicInput(root)
-	case "gemini":
-		sys, msgs = geminiInput(root)
-	case "ollama":
-		sys, msgs = ollamaInput(root)
-	case "cohere_chat":
-		msgs = cohereInput(root)
-	case "tgi":
-		msgs = promptInput(root.Get("inputs"))
-	case "bedrock_converse":
-		sys, msgs = bedrockConverseInput(root)
-	case "bedrock_invoke":
-		sys, msgs = bedrockInvokeInput(root)
-	default:
-		return Result{}, Result{}
+	sys, msgs := read(root)
+	// The built-in readers cap names as they read them; a registered
+	// one may not, and a hostile client's names must not crowd the
+	// content out.
+	var sysCut, msgsCut bool
+	capParts(sys, &sysCut)
+	for i := range msgs {
+		m := &msgs[i]
+		m.Role, m.Name = small(m.Role, &msgsCut), small(m.Name, &msgsCut)
+		capParts(m.Parts, &msgsCut)
 	}
 	if len(sys) > 0 {
 		system = encodeParts(sys, max)
+		system.Truncated = system.Truncated || sysCut
 	}
 	if len(msgs) > 0 {
 		input = encodeMessages(msgs, max)
+		input.Truncated = input.Truncated || msgsCut
 	}
 	return system, input
 }
 
+// capParts caps the name-like fields of ps at smallMax.
+func capParts(ps []Part, cut *bool) {
+	for i := range ps {
+		p := &ps[i]
+		p.Type, p.ID, p.Name = small(p.Type, cut), small(p.ID, cut), small(p.Name, cut)
+		p.Modality, p.MimeType, p.FileID = small(p.Modality, cut), small(p.MimeType, cut), small(p.FileID, cut)
+	}
+}
+
 // promptInput is a completion API's prompt as one user message: a string,
 // or a list of strings (several prompts in one request, read as one).
-func promptInput(p gjson.Result) []message {
-	var parts []part
+func promptInput(p gjson.Result) []Message {
+	var parts []Part
 	switch {
 	case p.Type == gjson.String:
 		parts = textPart(typeText, p.Str)
@@ -74,7 +78,7 @@ func promptInput(p gjson.Result) []message {
 	if len(parts) == 0 {
 		return nil
 	}
-	return []message{{Role: "user", Parts: parts}}
+	return []Message{{Role: "user", Parts: parts}}
 }
 
 // eachWhole calls fn with each element of the array arr that is whole

@@ -36,7 +36,7 @@ type encoder struct {
 	cut   bool
 }
 
-func (e *encoder) messages(msgs []message) {
+func (e *encoder) messages(msgs []Message) {
 	e.buf = append(e.buf, '[')
 	for i := range msgs {
 		if i > 0 {
@@ -47,7 +47,7 @@ func (e *encoder) messages(msgs []message) {
 	e.buf = append(e.buf, ']')
 }
 
-func (e *encoder) message(m *message) {
+func (e *encoder) message(m *Message) {
 	e.buf = append(e.buf, `{"role":`...)
 	e.buf = appendString(e.buf, m.Role)
 	if m.Name != "" {
@@ -63,7 +63,7 @@ func (e *encoder) message(m *message) {
 	e.buf = append(e.buf, '}')
 }
 
-func (e *encoder) parts(ps []part) {
+func (e *encoder) parts(ps []Part) {
 	e.buf = append(e.buf, '[')
 	for i := range ps {
 		if i > 0 {
@@ -74,7 +74,7 @@ func (e *encoder) parts(ps []part) {
 	e.buf = append(e.buf, ']')
 }
 
-func (e *encoder) part(p *part) {
+func (e *encoder) part(p *Part) {
 	e.buf = append(e.buf, `{"type":`...)
 	e.buf = appendString(e.buf, p.Type)
 	field := func(name, v string) {
@@ -182,7 +182,7 @@ func isJSONValue(b []byte) bool {
 }
 
 // costs lists the content fields of parts, as contentCost measures them.
-func costs(dst []int, ps []part) []int {
+func costs(dst []int, ps []Part) []int {
 	for i := range ps {
 		p := &ps[i]
 		switch p.Type {
@@ -232,7 +232,7 @@ func fitLimit(cs []int, budget int) int {
 // shape does not fit, the oldest messages are left out (the conventions
 // keep messages in the order they were sent, so what remains is still a
 // conversation's end), and then the first parts of the one left.
-func encodeMessages(msgs []message, max int) Result {
+func encodeMessages(msgs []Message, max int) Result {
 	e := encoder{limit: whole}
 	e.messages(msgs)
 	if len(e.buf) <= max {
@@ -263,7 +263,7 @@ func encodeMessages(msgs []message, max int) Result {
 		from, shape = leaveOut(sizes, max-bare, true, 0)
 		shape += bare
 		m.Parts = ps[from:]
-		msgs = []message{m}
+		msgs = []Message{m}
 	}
 	if shape > max {
 		return Result{JSON: "[]", Truncated: true}
@@ -280,7 +280,7 @@ func encodeMessages(msgs []message, max int) Result {
 // encodeParts writes a list of parts (system instructions) as at most max
 // bytes of JSON; when their shape does not fit, the last parts are left
 // out, because instructions usually start with what matters most.
-func encodeParts(ps []part, max int) Result {
+func encodeParts(ps []Part, max int) Result {
 	e := encoder{limit: whole}
 	e.parts(ps)
 	if len(e.buf) <= max {
@@ -297,7 +297,7 @@ func encodeParts(ps []part, max int) Result {
 }
 
 // partSizes measures the shape of each part.
-func partSizes(ps []part) []int {
+func partSizes(ps []Part) []int {
 	e := encoder{limit: skeleton}
 	sizes := make([]int, len(ps))
 	for i := range ps {

@@ -8,10 +8,10 @@ import (
 	"unicode/utf8"
 )
 
-func textMsg(role string, texts ...string) message {
-	m := message{Role: role, Parts: []part{}}
+func textMsg(role string, texts ...string) Message {
+	m := Message{Role: role, Parts: []Part{}}
 	for _, t := range texts {
-		m.Parts = append(m.Parts, part{Type: typeText, Content: []byte(t)})
+		m.Parts = append(m.Parts, Part{Type: typeText, Content: []byte(t)})
 	}
 	return m
 }
@@ -25,25 +25,25 @@ func TestEncodeMessagesTruncation(t *testing.T) {
 	long := strings.Repeat("a", 200)
 	tests := []struct {
 		name string
-		msgs []message
+		msgs []Message
 		max  int
 		want Result
 	}{
 		{
 			name: "fits: unchanged",
-			msgs: []message{textMsg("user", "hi")},
+			msgs: []Message{textMsg("user", "hi")},
 			max:  1000,
 			want: Result{JSON: `[{"role":"user","parts":[{"type":"text","content":"hi"}]}]`},
 		},
 		{
 			name: "exactly fits",
-			msgs: []message{textMsg("user", "hi")},
+			msgs: []Message{textMsg("user", "hi")},
 			max:  len(`[{"role":"user","parts":[{"type":"text","content":"hi"}]}]`),
 			want: Result{JSON: `[{"role":"user","parts":[{"type":"text","content":"hi"}]}]`},
 		},
 		{
 			name: "the long content is cut, the short one stays whole",
-			msgs: []message{textMsg("system", "Be brief."), textMsg("user", long)},
+			msgs: []Message{textMsg("system", "Be brief."), textMsg("user", long)},
 			max:  150,
 			want: Result{JSON: `[{"role":"system","parts":[{"type":"text","content":"Be brief."}]},{"role":"user","parts":[{"type":"text","content":"` +
 				strings.Repeat("a", 150-len(`[{"role":"system","parts":[{"type":"text","content":"Be brief."}]},{"role":"user","parts":[{"type":"text","content":""}]}]`)-len("…")) +
@@ -51,37 +51,37 @@ func TestEncodeMessagesTruncation(t *testing.T) {
 		},
 		{
 			name: "two long contents are cut to the same length",
-			msgs: []message{textMsg("user", long, strings.Repeat("b", 300))},
+			msgs: []Message{textMsg("user", long, strings.Repeat("b", 300))},
 			max:  100,
 			want: Result{JSON: `[{"role":"user","parts":[{"type":"text","content":"aaaa…"},{"type":"text","content":"bbbb…"}]}]`, Truncated: true},
 		},
 		{
 			name: "arguments too long to stay JSON become a cut string",
-			msgs: []message{{Role: "assistant", Parts: []part{{Type: typeToolCall, ID: "c1", Name: "f", Args: []byte(`{"q":"` + long + `"}`)}}}},
+			msgs: []Message{{Role: "assistant", Parts: []Part{{Type: typeToolCall, ID: "c1", Name: "f", Args: []byte(`{"q":"` + long + `"}`)}}}},
 			max:  100,
 			want: Result{JSON: `[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":"{\"q\":…"}]}]`, Truncated: true},
 		},
 		{
 			name: "a cut never splits a character or an escape",
-			msgs: []message{textMsg("user", strings.Repeat("é\n", 50))},
+			msgs: []Message{textMsg("user", strings.Repeat("é\n", 50))},
 			max:  66,
 			want: Result{JSON: `[{"role":"user","parts":[{"type":"text","content":"é\né…"}]}]`, Truncated: true},
 		},
 		{
 			name: "the shape does not fit: the oldest messages are left out",
-			msgs: []message{textMsg("user", "one"), textMsg("assistant", "two"), textMsg("user", "three")},
+			msgs: []Message{textMsg("user", "one"), textMsg("assistant", "two"), textMsg("user", "three")},
 			max:  70,
 			want: Result{JSON: `[{"role":"user","parts":[{"type":"text","content":"three"}]}]`, Truncated: true},
 		},
 		{
 			name: "one message with too many parts: the oldest parts are left out",
-			msgs: []message{textMsg("user", "p1", "p2", "p3", "p4")},
+			msgs: []Message{textMsg("user", "p1", "p2", "p3", "p4")},
 			max:  100,
 			want: Result{JSON: `[{"role":"user","parts":[{"type":"text","content":"p3"},{"type":"text","content":"p4"}]}]`, Truncated: true},
 		},
 		{
 			name: "nothing fits",
-			msgs: []message{textMsg("a-role-whose-name-is-longer-than-the-bound", "x")},
+			msgs: []Message{textMsg("a-role-whose-name-is-longer-than-the-bound", "x")},
 			max:  20,
 			want: Result{JSON: `[]`, Truncated: true},
 		},
@@ -99,7 +99,7 @@ func TestEncodeMessagesTruncation(t *testing.T) {
 
 // TestEncodePartsTruncation: system instructions keep their first parts.
 func TestEncodePartsTruncation(t *testing.T) {
-	ps := []part{{Type: typeText, Content: []byte("first")}, {Type: typeText, Content: []byte("second")}, {Type: typeText, Content: []byte("third")}}
+	ps := []Part{{Type: typeText, Content: []byte("first")}, {Type: typeText, Content: []byte("second")}, {Type: typeText, Content: []byte("third")}}
 	got := encodeParts(ps, 70)
 	want := Result{JSON: `[{"type":"text","content":"first"},{"type":"text","content":"second"}]`, Truncated: true}
 	checkResult(t, "parts", got, want)
@@ -118,21 +118,21 @@ func randomText(r *rand.Rand, n int) string {
 	return b.String()
 }
 
-func randomMessages(r *rand.Rand) []message {
-	msgs := make([]message, 1+r.IntN(6))
+func randomMessages(r *rand.Rand) []Message {
+	msgs := make([]Message, 1+r.IntN(6))
 	for i := range msgs {
 		m := &msgs[i]
 		m.Role = []string{"user", "assistant", "system", "tool"}[r.IntN(4)]
-		m.Parts = []part{}
+		m.Parts = []Part{}
 		for range 1 + r.IntN(4) {
 			switch r.IntN(4) {
 			case 0, 1:
-				m.Parts = append(m.Parts, part{Type: typeText, Content: []byte(randomText(r, r.IntN(400)))})
+				m.Parts = append(m.Parts, Part{Type: typeText, Content: []byte(randomText(r, r.IntN(400)))})
 			case 2:
 				args, _ := json.Marshal(map[string]string{"q": randomText(r, r.IntN(300))})
-				m.Parts = append(m.Parts, part{Type: typeToolCall, ID: "call_" + randomText(r, 5), Name: "f", Args: args})
+				m.Parts = append(m.Parts, Part{Type: typeToolCall, ID: "call_" + randomText(r, 5), Name: "f", Args: args})
 			case 3:
-				m.Parts = append(m.Parts, part{Type: typeToolCallResponse, ID: "call_1", Response: []byte(randomText(r, r.IntN(300)))})
+				m.Parts = append(m.Parts, Part{Type: typeToolCallResponse, ID: "call_1", Response: []byte(randomText(r, r.IntN(300)))})
 			}
 		}
 	}

@@ -27,10 +27,13 @@ const (
 	typeFile             = "file"
 )
 
-// part is one message part. Which fields are written depends on Type; the
-// content fields (Content, Args, Response, URI) are the ones truncation
-// cuts, the others are capped at smallMax when set.
-type part struct {
+// Part is one message part, as the conventions' schemas define it. Type
+// is one of their part types ("text", "reasoning", "tool_call",
+// "tool_call_response", "blob", "uri", "file") and says which fields are
+// written; the content fields (Content, Args, Response, URI) are the ones
+// truncation cuts, the others are capped at 256 bytes when set. It is
+// exported for the readers of dialects registered with RegisterInput.
+type Part struct {
 	Type string
 	// Content is the text of text and reasoning parts, or a blob's
 	// base64 data.
@@ -56,11 +59,12 @@ type part struct {
 	item int
 }
 
-// message is one input or output message.
-type message struct {
+// Message is one input or output message. Role is the conventions' role
+// (user, assistant, system, tool, or as the API names it).
+type Message struct {
 	Role  string
 	Name  string
-	Parts []part
+	Parts []Part
 	// FinishReason is written on output messages only (hasFinish).
 	FinishReason string
 	hasFinish    bool
@@ -84,11 +88,11 @@ func runeStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // textPart is a text part, nil when s is empty: an empty string carries
 // nothing worth a part.
-func textPart(typ, s string) []part {
+func textPart(typ, s string) []Part {
 	if s == "" {
 		return nil
 	}
-	return []part{{Type: typ, Content: []byte(s)}}
+	return []Part{{Type: typ, Content: []byte(s)}}
 }
 
 // modalityOf names a media type's modality as the conventions do.
@@ -109,14 +113,14 @@ func modalityOf(mimeType, fallback string) string {
 // urlPart is a part for a URL given as the content of a message: a data:
 // URL becomes a blob with its media type and base64 data, any other URL a
 // uri part.
-func urlPart(url, modality string) part {
+func urlPart(url, modality string) Part {
 	if rest, ok := strings.CutPrefix(url, "data:"); ok {
 		if meta, data, ok := strings.Cut(rest, ","); ok {
 			mime, _, _ := strings.Cut(meta, ";")
-			return part{Type: typeBlob, Modality: modalityOf(mime, modality), MimeType: mime, Content: []byte(data)}
+			return Part{Type: typeBlob, Modality: modalityOf(mime, modality), MimeType: mime, Content: []byte(data)}
 		}
 	}
-	return part{Type: typeURI, Modality: modality, URI: []byte(url)}
+	return Part{Type: typeURI, Modality: modality, URI: []byte(url)}
 }
 
 // normalRole maps the roles APIs use for the model to the conventions'

@@ -6,27 +6,32 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+func init() {
+	RegisterInput("openai_chat", openAIChatInput)
+	RegisterInput("openai_responses", responsesInput)
+}
+
 // openAIChatInput reads Chat Completions messages (also what vLLM,
 // llama.cpp, Groq, Mistral and the other compatible servers take), or a
 // legacy Completions prompt. System and developer messages stay in the
 // messages, where the API puts them. Embeddings requests have neither.
-func openAIChatInput(root gjson.Result) []message {
+func openAIChatInput(root gjson.Result) ([]Part, []Message) {
 	msgs := root.Get("messages")
 	if !msgs.IsArray() {
-		return promptInput(root.Get("prompt"))
+		return nil, promptInput(root.Get("prompt"))
 	}
-	var out []message
+	var out []Message
 	eachWhole(msgs, func(m gjson.Result) {
 		if m.IsObject() {
 			out = append(out, openAIChatMessage(m))
 		}
 	})
-	return out
+	return nil, out
 }
 
-func openAIChatMessage(m gjson.Result) message {
+func openAIChatMessage(m gjson.Result) Message {
 	role := str(m.Get("role"))
-	msg := message{Role: normalRole(role), Name: str(m.Get("name"))}
+	msg := Message{Role: normalRole(role), Name: str(m.Get("name"))}
 	if msg.Role == "tool" {
 		// A tool's answer: its content is the response to the call
 		// tool_call_id names (legacy function messages name the
@@ -36,7 +41,7 @@ func openAIChatMessage(m gjson.Result) message {
 			msg.Name = ""
 			id = str(m.Get("name"))
 		}
-		msg.Parts = []part{{Type: typeToolCallResponse, ID: id, Response: openAIContentText(m.Get("content"))}}
+		msg.Parts = []Part{{Type: typeToolCallResponse, ID: id, Response: openAIContentText(m.Get("content"))}}
 		return msg
 	}
 	// DeepSeek, vLLM and others accept the reasoning of earlier turns.
@@ -45,11 +50,11 @@ func openAIChatMessage(m gjson.Result) message {
 	msg.Parts = append(msg.Parts, textPart(typeText, m.Get("refusal").String())...)
 	m.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
 		f := c.Get("function")
-		msg.Parts = append(msg.Parts, part{Type: typeToolCall, ID: str(c.Get("id")), Name: str(f.Get("name")), Args: jsonText(f.Get("arguments"))})
+		msg.Parts = append(msg.Parts, Part{Type: typeToolCall, ID: str(c.Get("id")), Name: str(f.Get("name")), Args: jsonText(f.Get("arguments"))})
 		return true
 	})
 	if f := m.Get("function_call"); f.IsObject() {
-		msg.Parts = append(msg.Parts, part{Type: typeToolCall, Name: str(f.Get("name")), Args: jsonText(f.Get("arguments"))})
+		msg.Parts = append(msg.Parts, Part{Type: typeToolCall, Name: str(f.Get("name")), Args: jsonText(f.Get("arguments"))})
 	}
 	msg.Parts = orEmpty(msg.Parts)
 	return msg
@@ -57,11 +62,11 @@ func openAIChatMessage(m gjson.Result) message {
 
 // openAIContent reads a message's content: a string, or a list of typed
 // parts (text, image_url, input_audio, file, refusal).
-func openAIContent(c gjson.Result) []part {
+func openAIContent(c gjson.Result) []Part {
 	if c.Type == gjson.String {
 		return textPart(typeText, c.Str)
 	}
-	var parts []part
+	var parts []Part
 	c.ForEach(func(_, p gjson.Result) bool {
 		switch typ := p.Get("type").String(); typ {
 		case "text", "input_text", "output_text":
@@ -76,28 +81,28 @@ func openAIContent(c gjson.Result) []part {
 			parts = append(parts, urlPart(url.String(), "image"))
 		case "input_audio":
 			a := p.Get("input_audio")
-			parts = append(parts, part{Type: typeBlob, Modality: "audio", MimeType: audioMime(str(a.Get("format"))), Content: []byte(a.Get("data").String())})
+			parts = append(parts, Part{Type: typeBlob, Modality: "audio", MimeType: audioMime(str(a.Get("format"))), Content: []byte(a.Get("data").String())})
 		case "file":
 			parts = append(parts, openAIFile(p.Get("file")))
 		case "input_image":
 			// The Responses API's: a URL (or data: URL), or a file id.
 			if id := str(p.Get("file_id")); id != "" {
-				parts = append(parts, part{Type: typeFile, Modality: "image", FileID: id})
+				parts = append(parts, Part{Type: typeFile, Modality: "image", FileID: id})
 			} else {
 				parts = append(parts, urlPart(p.Get("image_url").String(), "image"))
 			}
 		case "input_file":
 			switch {
 			case p.Get("file_id").Exists():
-				parts = append(parts, part{Type: typeFile, Modality: "document", FileID: str(p.Get("file_id"))})
+				parts = append(parts, Part{Type: typeFile, Modality: "document", FileID: str(p.Get("file_id"))})
 			case p.Get("file_url").Exists():
-				parts = append(parts, part{Type: typeURI, Modality: "document", URI: []byte(p.Get("file_url").String())})
+				parts = append(parts, Part{Type: typeURI, Modality: "document", URI: []byte(p.Get("file_url").String())})
 			default:
 				parts = append(parts, openAIFile(p))
 			}
 		default:
 			if typ != "" {
-				parts = append(parts, part{Type: small(typ, new(bool))})
+				parts = append(parts, Part{Type: small(typ, new(bool))})
 			}
 		}
 		return true
@@ -107,15 +112,15 @@ func openAIContent(c gjson.Result) []part {
 
 // openAIFile reads a file content part: an uploaded file's id, or the
 // file's data inline as a data: URL.
-func openAIFile(f gjson.Result) part {
+func openAIFile(f gjson.Result) Part {
 	if id := str(f.Get("file_id")); id != "" {
-		return part{Type: typeFile, Modality: "document", FileID: id}
+		return Part{Type: typeFile, Modality: "document", FileID: id}
 	}
 	data := f.Get("file_data").String()
 	if strings.HasPrefix(data, "data:") {
 		return urlPart(data, "document")
 	}
-	return part{Type: typeBlob, Modality: "document", Content: []byte(data)}
+	return Part{Type: typeBlob, Modality: "document", Content: []byte(data)}
 }
 
 // openAIContentText is a tool message's content as the response text: a
@@ -144,8 +149,8 @@ func audioMime(format string) string {
 // system instructions; input is a string (one user message) or a list of
 // items, each read as the message it stands for. Items that refer to
 // stored state (item_reference) carry no content and are skipped.
-func responsesInput(root gjson.Result) ([]part, []message) {
-	var sys []part
+func responsesInput(root gjson.Result) ([]Part, []Message) {
+	var sys []Part
 	switch in := root.Get("instructions"); {
 	case in.Type == gjson.String:
 		sys = textPart(typeText, in.Str)
@@ -157,36 +162,36 @@ func responsesInput(root gjson.Result) ([]part, []message) {
 	}
 	in := root.Get("input")
 	if in.Type == gjson.String {
-		return sys, []message{{Role: "user", Parts: textPart(typeText, in.Str)}}
+		return sys, []Message{{Role: "user", Parts: textPart(typeText, in.Str)}}
 	}
 	return sys, responsesItems(in)
 }
 
-func responsesItems(items gjson.Result) []message {
-	var msgs []message
+func responsesItems(items gjson.Result) []Message {
+	var msgs []Message
 	eachWhole(items, func(it gjson.Result) {
 		typ := it.Get("type").String()
 		switch typ {
 		case "", "message":
-			msgs = append(msgs, message{Role: normalRole(str(it.Get("role"))), Parts: orEmpty(openAIContent(it.Get("content")))})
+			msgs = append(msgs, Message{Role: normalRole(str(it.Get("role"))), Parts: orEmpty(openAIContent(it.Get("content")))})
 		case "function_call", "custom_tool_call":
 			args := it.Get("arguments")
 			if typ == "custom_tool_call" {
 				args = it.Get("input")
 			}
-			msgs = append(msgs, message{Role: "assistant", Parts: []part{{
+			msgs = append(msgs, Message{Role: "assistant", Parts: []Part{{
 				Type: typeToolCall, ID: str(it.Get("call_id")), Name: str(it.Get("name")), Args: jsonText(args)}}})
 		case "function_call_output", "custom_tool_call_output":
-			msgs = append(msgs, message{Role: "tool", Parts: []part{{
+			msgs = append(msgs, Message{Role: "tool", Parts: []Part{{
 				Type: typeToolCallResponse, ID: str(it.Get("call_id")), Response: openAIContentText(it.Get("output"))}}})
 		case "reasoning":
-			var parts []part
+			var parts []Part
 			it.Get("summary").ForEach(func(_, s gjson.Result) bool {
 				parts = append(parts, textPart(typeReasoning, s.Get("text").String())...)
 				return true
 			})
 			if len(parts) > 0 {
-				msgs = append(msgs, message{Role: "assistant", Parts: parts})
+				msgs = append(msgs, Message{Role: "assistant", Parts: parts})
 			}
 		}
 	})
@@ -195,9 +200,9 @@ func responsesItems(items gjson.Result) []message {
 
 // orEmpty makes a nil part list an empty one, which the schema's parts
 // array needs.
-func orEmpty(ps []part) []part {
+func orEmpty(ps []Part) []Part {
 	if ps == nil {
-		return []part{}
+		return []Part{}
 	}
 	return ps
 }

@@ -26,7 +26,7 @@ type Output struct {
 	max       int
 	used      int
 	truncated bool
-	choices   [][]part
+	choices   [][]Part
 	scratch   []byte
 }
 
@@ -68,11 +68,11 @@ func (o *Output) Text(choice, item int, kind meter.TextKind, raw string) {
 		if n := len(parts); n > 0 && parts[n-1].Type == typ {
 			parts[n-1].Content = o.appendText(parts[n-1].Content, text)
 		} else if o.newPart() {
-			parts = append(parts, part{Type: typ, Content: o.appendText(nil, text)})
+			parts = append(parts, Part{Type: typ, Content: o.appendText(nil, text)})
 		}
 	case meter.TextToolCallID, meter.TextToolCallName:
 		p := lastCall(parts, item)
-		field := func(p *part) *string {
+		field := func(p *Part) *string {
 			if kind == meter.TextToolCallID {
 				return &p.ID
 			}
@@ -87,21 +87,21 @@ func (o *Output) Text(choice, item int, kind meter.TextKind, raw string) {
 		case o.newPart():
 			// A call with another id or name at the same place is the
 			// next call.
-			parts = append(parts, part{Type: typeToolCall, item: item})
+			parts = append(parts, Part{Type: typeToolCall, item: item})
 			*field(&parts[len(parts)-1]) = value
 		}
 	case meter.TextToolCallArguments:
 		if p := lastCall(parts, item); p != nil {
 			p.Args = o.appendText(p.Args, text)
 		} else if o.newPart() {
-			parts = append(parts, part{Type: typeToolCall, item: item, Args: o.appendText(nil, text)})
+			parts = append(parts, Part{Type: typeToolCall, item: item, Args: o.appendText(nil, text)})
 		}
 	}
 	o.choices[choice] = parts
 }
 
 // lastCall is the latest tool call part of item, or nil.
-func lastCall(parts []part, item int) *part {
+func lastCall(parts []Part, item int) *Part {
 	for i := len(parts) - 1; i >= 0; i-- {
 		if parts[i].Type == typeToolCall && parts[i].item == item {
 			return &parts[i]
@@ -156,7 +156,7 @@ func (o *Output) Result(finishReasons []string, completed bool, max int) Result 
 	if n == 0 {
 		return Result{}
 	}
-	msgs := make([]message, n)
+	msgs := make([]Message, n)
 	for i := range msgs {
 		m := &msgs[i]
 		m.Role, m.hasFinish = "assistant", true
@@ -164,7 +164,7 @@ func (o *Output) Result(finishReasons []string, completed bool, max int) Result 
 			m.Parts = o.choices[i]
 		}
 		if m.Parts == nil {
-			m.Parts = []part{}
+			m.Parts = []Part{}
 		}
 		switch {
 		case i < len(finishReasons) && finishReasons[i] != "":

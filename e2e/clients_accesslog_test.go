@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentap/tokentap/internal/testbin"
 	"github.com/tokentap/tokentap/simulator"
 )
 
@@ -80,13 +81,13 @@ func TestClientsAccessLog(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := newClientsTrace(t)
+			tr := testbin.NewTrace()
 			req, err := http.NewRequest("POST", clientsProxyURL+"/sim/v1/chat/completions", strings.NewReader(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("traceparent", tr.traceparent)
+			req.Header.Set("traceparent", tr.Traceparent())
 			for k, v := range tt.header {
 				req.Header.Set(k, v)
 			}
@@ -98,7 +99,7 @@ func TestClientsAccessLog(t *testing.T) {
 			resp.Body.Close()
 
 			span := tok.span(t, tr)
-			entry := clientsAccessLogEntry(t, tok.accessLog, tr.traceID)
+			entry := clientsAccessLogEntry(t, tok.accessLog, tr.ID)
 			obj, ok := entry["tokentap"].(map[string]any)
 			if !ok {
 				t.Fatalf("the access log entry has no tokentap object: %v", entry)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // clientsAnthropicModel is the model the Anthropic tests ask for.
@@ -95,8 +97,8 @@ func TestClientsAnthropicMessages(t *testing.T) {
 	for _, mode := range clientsStreamModes {
 		stream := mode.stream
 		t.Run(mode.name, func(t *testing.T) {
-			tr := newClientsTrace(t)
-			proxied := runMessage(t, proxy, params, stream, option.WithHeader("traceparent", tr.traceparent))
+			tr := testbin.NewTrace()
+			proxied := runMessage(t, proxy, params, stream, option.WithHeader("traceparent", tr.Traceparent()))
 			span := tok.span(t, tr)
 			want := runMessage(t, direct, params, stream)
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // clientsExampleTimeout bounds one README block; `go run` may compile an
@@ -48,7 +49,7 @@ const (
 // Python blocks are not run (PyPI cannot be reached here); the Python files
 // are parsed instead.
 func TestClientsExamples(t *testing.T) {
-	root := clientsRepoRoot(t)
+	root := testbin.RepoRoot(t)
 	readme := filepath.Join(root, "examples", "clients", "README.md")
 	blocks := clientsShellBlocks(t, readme)
 	if len(blocks) < 6 {
@@ -78,7 +79,7 @@ func TestClientsExamples(t *testing.T) {
 			for _, tool := range []string{"curl", "go", "node", "npm"} {
 				if clientsMentions(block, tool) {
 					if _, err := exec.LookPath(tool); err != nil {
-						clientsMissing(t, "%s is not installed: %v", tool, err)
+						testbin.Missing(t, testbin.RequireE2E, "%s is not installed: %v", tool, err)
 					}
 				}
 			}
@@ -249,7 +250,7 @@ func clientsParsePython(t *testing.T, path string) {
 	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		clientsMissing(t, "python3 is not installed, so %s cannot be parsed: %v", path, err)
+		testbin.Missing(t, testbin.RequireE2E, "python3 is not installed, so %s cannot be parsed: %v", path, err)
 	}
 	out, err := exec.Command(python, "-c", "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])", path).CombinedOutput()
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // clientsNodeTimeout bounds the node test run: two completions each way.
@@ -39,11 +41,11 @@ type clientsNodeRecord struct {
 func TestClientsNode(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		clientsMissing(t, "node is not installed: %v", err)
+		testbin.Missing(t, testbin.RequireE2E, "node is not installed: %v", err)
 	}
-	dir := filepath.Join(clientsRepoRoot(t), "e2e", "node")
+	dir := filepath.Join(testbin.RepoRoot(t), "e2e", "node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		clientsMissing(t, "the openai npm package is not installed in %s (run npm ci there): %v", dir, err)
+		testbin.Missing(t, testbin.RequireE2E, "the openai npm package is not installed in %s (run npm ci there): %v", dir, err)
 	}
 	tok := startClientsTokentap(t, clientsCaddyfile, clientsProxyURL+"/", clientsSimulatorURL+"/")
 
@@ -80,7 +82,7 @@ func TestClientsNode(t *testing.T) {
 		seen[rec.Name] = true
 		t.Run(rec.Name, func(t *testing.T) {
 			streamed := rec.Name == "streamed"
-			span := tok.span(t, clientsTrace{traceID: rec.TraceID})
+			span := tok.span(t, testbin.Trace{ID: rec.TraceID})
 			wants := []clientsWant{
 				{"gen_ai.operation.name", "chat"},
 				{"gen_ai.request.model", "gpt-4o-mini"},

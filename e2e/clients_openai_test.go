@@ -8,6 +8,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // clientsModel is the model every SDK test asks for: a real model name, since
@@ -115,8 +117,8 @@ func TestClientsOpenAIChat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := newClientsTrace(t)
-			proxied := runChat(t, newOpenAIClient(clientsProxyURL+tt.route), tt.params, tt.stream, option.WithHeader("traceparent", tr.traceparent))
+			tr := testbin.NewTrace()
+			proxied := runChat(t, newOpenAIClient(clientsProxyURL+tt.route), tt.params, tt.stream, option.WithHeader("traceparent", tr.Traceparent()))
 			span := tok.span(t, tr)
 			want := runChat(t, direct, tt.params, tt.stream)
 
@@ -231,8 +233,8 @@ func TestClientsOpenAIResponses(t *testing.T) {
 	for _, mode := range clientsStreamModes {
 		stream := mode.stream
 		t.Run(mode.name, func(t *testing.T) {
-			tr := newClientsTrace(t)
-			proxied := runResponses(t, proxy, params, stream, option.WithHeader("traceparent", tr.traceparent))
+			tr := testbin.NewTrace()
+			proxied := runResponses(t, proxy, params, stream, option.WithHeader("traceparent", tr.Traceparent()))
 			span := tok.span(t, tr)
 			want := runResponses(t, direct, params, stream)
 

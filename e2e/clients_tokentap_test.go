@@ -2,18 +2,15 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // The official-client tests (TestClients*) run the built tokentap binary in
@@ -35,54 +32,6 @@ const (
 	// in these tests last well under a second.
 	clientsRequestTimeout = 30 * time.Second
 )
-
-// clientsRequired reports whether missing prerequisites (the binary, node,
-// installed npm packages) fail the tests instead of skipping them, as CI
-// wants (.ci/e2e-clients sets it).
-func clientsRequired() bool { return os.Getenv("TOKENTAP_REQUIRE_E2E") == "1" }
-
-// clientsMissing skips the test for a missing prerequisite, or fails it when
-// the prerequisites are required.
-func clientsMissing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if clientsRequired() {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format+" (set TOKENTAP_REQUIRE_E2E=1 to make this a failure)", args...)
-}
-
-// clientsBinary is the tokentap binary under test, from TOKENTAP_BINARY.
-func clientsBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("TOKENTAP_BINARY")
-	if bin == "" {
-		clientsMissing(t, "set TOKENTAP_BINARY to a built tokentap binary, e.g. from the repository root: "+
-			"go build -o /tmp/tokentap ./cmd/tokentap && TOKENTAP_BINARY=/tmp/tokentap go test -run '^TestClients' ./e2e/ (or run .ci/e2e-clients)")
-	}
-	bin, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("TOKENTAP_BINARY=%s is not an executable file (stat error: %v)", bin, err)
-	}
-	return bin
-}
-
-// clientsRepoRoot is the repository root, one level up from this package.
-func clientsRepoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"go.mod", "Caddyfile"} {
-		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
-			t.Fatalf("%s is not the repository root: %v", root, err)
-		}
-	}
-	return root
-}
 
 // clientsCaddyfile is the configuration of the SDK and access log tests:
 // /sim/* measures the simulator, /inject/* does so with inject_usage, and
@@ -127,7 +76,7 @@ http://:` + clientsSimulatorPort + ` {
 // clientsTokentap is a running tokentap binary with the OTLP sink it exports
 // its spans to.
 type clientsTokentap struct {
-	*tokentapProc
+	*testbin.Process
 	sink *otlpsink.Sink
 	// accessLog is the file of the access log, when the config has one.
 	accessLog string
@@ -139,9 +88,8 @@ type clientsTokentap struct {
 // stopped at the end of the test, and its output logged if the test failed.
 func startClientsTokentap(t *testing.T, caddyfile string, ready ...string) *clientsTokentap {
 	t.Helper()
-	bin := clientsBinary(t)
-	dir := t.TempDir()
-	p := &clientsTokentap{accessLog: filepath.Join(dir, "access.log")}
+	bin := testbin.Binary(t)
+	p := &clientsTokentap{accessLog: filepath.Join(t.TempDir(), "access.log")}
 	sink, err := otlpsink.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -151,26 +99,23 @@ func startClientsTokentap(t *testing.T, caddyfile string, ready ...string) *clie
 	// spans flushed at shutdown still find the sink listening.
 	t.Cleanup(sink.Close)
 
-	p.tokentapProc = startTokentapProc(t, tokentapRun{
-		name:      "tokentap",
-		bin:       bin,
-		dir:       dir,
-		caddyfile: strings.ReplaceAll(caddyfile, "ACCESS_LOG", p.accessLog),
-		env: append(clientsEnv(),
+	p.Process = testbin.Start(t, testbin.Config{
+		Bin:       bin,
+		Caddyfile: strings.ReplaceAll(caddyfile, "ACCESS_LOG", p.accessLog),
+		Env: append(clientsEnv(),
 			"OTEL_EXPORTER_OTLP_ENDPOINT="+sink.Endpoint(),
 			"OTEL_EXPORTER_OTLP_INSECURE=true",
 			"OTEL_BSP_SCHEDULE_DELAY=100", // ms: spans reach the sink quickly
 			"OTEL_SERVICE_NAME=tokentap-clients-test",
 		),
-		waitDelay:   clientsStopTimeout,
-		stopTimeout: clientsStopTimeout,
-		afterStop: func(out string) {
+		StopTimeout: clientsStopTimeout,
+		AfterStop: func(out string) {
 			if t.Failed() {
 				t.Logf("tokentap output:\n%s", out)
 			}
 		},
 	})
-	p.waitReady(t, clientsStartTimeout, append(ready, "http://localhost:"+clientsAdminPort+"/config/")...)
+	p.WaitReady(t, clientsStartTimeout, append(ready, "http://localhost:"+clientsAdminPort+"/config/")...)
 	return p
 }
 
@@ -178,45 +123,17 @@ func startClientsTokentap(t *testing.T, caddyfile string, ready ...string) *clie
 // the behaviour of tokentap or of the SDKs behind the test's back: OTEL_*
 // (an endpoint or sampler of the user's), and the SDKs' own variables
 // (a base URL or custom headers of the user's).
-func clientsEnv() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		for _, prefix := range []string{"OTEL_", "OPENAI_", "ANTHROPIC_"} {
-			if strings.HasPrefix(kv, prefix) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
-// clientsTrace is a W3C trace context for one request. tokentap continues
-// the trace a request carries, so the span of a request made with this
-// header is the one span of the sink with this trace id, whatever else
-// arrives: that is how each test finds the span of each of its requests.
-type clientsTrace struct {
-	traceID     string
-	traceparent string
-}
-
-func newClientsTrace(t *testing.T) clientsTrace {
-	t.Helper()
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	traceID, parent := hex.EncodeToString(b[:16]), hex.EncodeToString(b[16:])
-	return clientsTrace{traceID: traceID, traceparent: "00-" + traceID + "-" + parent + "-01"}
-}
+func clientsEnv() []string { return testbin.Environ("OTEL_", "OPENAI_", "ANTHROPIC_") }
 
 // span waits for the span tokentap exported for the request that carried
 // tr, and checks the trace was continued.
-func (p *clientsTokentap) span(t *testing.T, tr clientsTrace) otlpsink.Span {
+func (p *clientsTokentap) span(t *testing.T, tr testbin.Trace) otlpsink.Span {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), clientsSpanTimeout)
 	defer cancel()
-	span, err := p.sink.WaitFor(ctx, func(s otlpsink.Span) bool { return s.TraceID == tr.traceID })
+	span, err := p.sink.WaitFor(ctx, func(s otlpsink.Span) bool { return s.TraceID == tr.ID })
 	if err != nil {
-		t.Fatalf("no span with trace id %s within %v: %v", tr.traceID, clientsSpanTimeout, err)
+		t.Fatalf("no span with trace id %s within %v: %v", tr.ID, clientsSpanTimeout, err)
 	}
 	if span.Kind != "client" || span.Scope != "github.com/tokentap/tokentap" {
 		t.Errorf("span %s: kind %q scope %q, want tokentap's client span", span, span.Kind, span.Scope)

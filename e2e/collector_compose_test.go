@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // composeFile is the part of a compose file the test reads.
@@ -39,7 +41,7 @@ type composeFile struct {
 // export to the Collector, and its images are the releases that tools/jaeger
 // and tools/otelcol build.
 func TestComposeFile(t *testing.T) {
-	root := jaegerRepoRoot(t)
+	root := testbin.RepoRoot(t)
 	dir := filepath.Join(root, "examples", "compose")
 	raw, err := os.ReadFile(filepath.Join(dir, "docker-compose.yaml"))
 	if err != nil {
@@ -194,8 +196,8 @@ func composeModuleVersion(t *testing.T, gomod, module string) string {
 // examples/: each must adapt and provision with the modules of the built
 // binary, including those that only run elsewhere (Honeycomb, Docker).
 func TestExampleCaddyfiles(t *testing.T) {
-	bin := tokentapBinary(t)
-	root := jaegerRepoRoot(t)
+	bin := testbin.Binary(t)
+	root := testbin.RepoRoot(t)
 	var files []string
 	err := filepath.WalkDir(filepath.Join(root, "examples"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && (d.Name() == "Caddyfile" || strings.HasSuffix(d.Name(), ".Caddyfile")) {

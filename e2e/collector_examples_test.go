@@ -5,6 +5,8 @@ package e2e
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // TestCollectorExampleReadme runs the commands of examples/collector/README.md
@@ -16,7 +18,7 @@ func TestCollectorExampleReadme(t *testing.T) {
 	// Built, so that run.sh finds them in Go's build cache.
 	jaegerBinary(t)
 	otelcolBinary(t)
-	path := filepath.Join(jaegerRepoRoot(t), "examples", "collector", "README.md")
+	path := filepath.Join(testbin.RepoRoot(t), "examples", "collector", "README.md")
 	blocks, _ := docReadSection(t, path, "")
 	newDocRun(t, path, nil).run(blocks)
 }

@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 const (
@@ -40,8 +42,8 @@ const (
 // tracing handler's), the x-honeycomb-team header, and the service name
 // the dataset is named after.
 func TestHoneycombReadme(t *testing.T) {
-	tokentapBinary(t) // built, so that `go run` reuses Go's build cache
-	path := filepath.Join(jaegerRepoRoot(t), "examples", "honeycomb", "README.md")
+	testbin.Binary(t) // built, so that `go run` reuses Go's build cache
+	path := filepath.Join(testbin.RepoRoot(t), "examples", "honeycomb", "README.md")
 	blocks, _ := docReadSection(t, path, "")
 
 	dir := t.TempDir()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // The addresses of TestCollector, in this test's ranges (HTTP 9340-9344,
@@ -45,15 +47,15 @@ const (
 // Prometheus counts per instance and operation must equal what Jaeger holds:
 // the two branches of the fan-out agree.
 func TestCollector(t *testing.T) {
-	jaeger, otelcol, tokentap := jaegerBinary(t), otelcolBinary(t), tokentapBinary(t)
-	root := jaegerRepoRoot(t)
+	jaeger, otelcol, tokentap := jaegerBinary(t), otelcolBinary(t), testbin.Binary(t)
+	root := testbin.RepoRoot(t)
 	addrs := []string{"127.0.0.1:" + collectorTestLBPort, "127.0.0.1:" + collectorTestSimulatorPort,
 		"127.0.0.1:" + collectorTestAPort, "127.0.0.1:" + collectorTestBPort,
 		collectorTestLBAdmin, collectorTestAAdmin, collectorTestBAdmin,
 		collectorTestOTLPGRPC, collectorTestOTLPHTTP, collectorTestHealth, collectorTestPrometheus,
 		collectorTestJaegerGRPC, collectorTestJaegerHTTP, collectorTestQueryHTTP, collectorTestQueryGRPC, collectorTestJaegerHealth}
-	jaegerRequireFree(t, addrs...)
-	t.Cleanup(func() { jaegerWaitFree(t, addrs...) })
+	testbin.RequireFree(t, addrs...)
+	t.Cleanup(func() { testbin.WaitFree(t, jaegerPortFreeTimeout, addrs...) })
 
 	start := time.Now()
 	run := startJaegerScript(t, root, filepath.Join(root, "examples", "collector", "run.sh"),
@@ -86,10 +88,11 @@ func TestCollector(t *testing.T) {
 	var all []sent
 	for _, r := range requests {
 		for range rounds {
-			s := sent{traceID: jaegerRandomHex(16), parentID: jaegerRandomHex(8), spanName: "chat " + r.model}
+			tr := testbin.NewTrace()
+			s := sent{traceID: tr.ID, parentID: tr.Parent, spanName: "chat " + r.model}
 			req, _ := http.NewRequest("POST", "http://127.0.0.1:"+collectorTestLBPort+"/sim"+r.path, strings.NewReader(r.body))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("traceparent", "00-"+s.traceID+"-"+s.parentID+"-01")
+			req.Header.Set("traceparent", tr.Traceparent())
 			res, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)

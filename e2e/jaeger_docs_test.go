@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // Documented commands are run as written, so that they cannot rot: the
@@ -175,7 +177,7 @@ type docRun struct {
 type backgroundBlock struct {
 	block  docBlock
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testbin.Buffer
 	exited chan struct{}
 }
 
@@ -186,7 +188,7 @@ type backgroundBlock struct {
 // against a stand-in for it.
 func newDocRun(t *testing.T, path string, hosts map[string]string, env ...string) *docRun {
 	t.Helper()
-	root := jaegerRepoRoot(t)
+	root := testbin.RepoRoot(t)
 	for _, tool := range []string{"unshare", "nsenter", "ip", "curl", "bash", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("running the documented commands needs %s (util-linux, iproute2, curl, bash, Go): %v", tool, err)
@@ -224,7 +226,7 @@ func newDocRun(t *testing.T, path string, hosts map[string]string, env ...string
 	home := t.TempDir()
 	d := &docRun{
 		t: t, path: path, root: root, holder: holder, mountNS: hosts != nil,
-		env: append(docEnvWithoutBinaries(jaegerEnvWithoutOTEL(os.Environ())),
+		env: append(docEnvWithoutBinaries(testbin.Environ("OTEL_")),
 			// Caddy saves its config and certificates under these; the
 			// run leaves the user's own alone. Go's caches stay where
 			// they are, so `go run` and `go tool` reuse CI's builds.
@@ -364,7 +366,7 @@ func (d *docRun) retry(where string, b docBlock, want *docBlock) []byte {
 
 func (d *docRun) startBackground(where string, b docBlock, until string, printed bool) {
 	d.t.Helper()
-	bg := &backgroundBlock{block: b, cmd: d.command(nil, b.text), out: &syncBuffer{}, exited: make(chan struct{})}
+	bg := &backgroundBlock{block: b, cmd: d.command(nil, b.text), out: &testbin.Buffer{}, exited: make(chan struct{})}
 	bg.cmd.Stdout, bg.cmd.Stderr = bg.out, bg.out
 	if err := bg.cmd.Start(); err != nil {
 		d.t.Fatalf("%s: %v", where, err)
@@ -574,7 +576,7 @@ func TestJaegerWalkthrough(t *testing.T) {
 	// The same build as the other tests, through Go's build cache: without
 	// it the first `go tool jaeger` would compile Jaeger for ten minutes.
 	jaegerBinary(t)
-	root := jaegerRepoRoot(t)
+	root := testbin.RepoRoot(t)
 	var path string
 	var blocks []docBlock
 	for _, p := range walkthroughPaths {

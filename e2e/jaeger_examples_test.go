@@ -5,6 +5,8 @@ package e2e
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // TestJaegerExampleReadme runs the commands of examples/jaeger/README.md as
@@ -13,7 +15,7 @@ import (
 // queries, whose documented answers are checked against the real ones.
 func TestJaegerExampleReadme(t *testing.T) {
 	jaegerBinary(t) // built, so that run.sh finds it in Go's build cache
-	path := filepath.Join(jaegerRepoRoot(t), "examples", "jaeger", "README.md")
+	path := filepath.Join(testbin.RepoRoot(t), "examples", "jaeger", "README.md")
 	blocks, _ := docReadSection(t, path, "")
 	newDocRun(t, path, nil).run(blocks)
 }

@@ -15,14 +15,14 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 const (
@@ -39,105 +39,19 @@ const (
 	jaegerPortFreeTimeout = 10 * time.Second
 )
 
-// jaegerRequireE2E reports whether CI asked for the end-to-end tests: a missing
-// binary is then a failure, not a skip.
-func jaegerRequireE2E() bool { return os.Getenv("TOKENTAP_REQUIRE_E2E") == "1" }
-
-// binary returns the executable named by the environment variable env, or
-// skips the test (fails it under TOKENTAP_REQUIRE_E2E=1) with how to build it.
-func e2eBinary(t *testing.T, env, howToBuild string) string {
-	t.Helper()
-	path := os.Getenv(env)
-	if path == "" {
-		msg := fmt.Sprintf("%s is not set; build it with `%s` and set %s to its path (or run .ci/e2e-jaeger)", env, howToBuild, env)
-		if jaegerRequireE2E() {
-			t.Fatal("TOKENTAP_REQUIRE_E2E=1: " + msg)
-		}
-		t.Skip(msg)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("%s=%s is not an executable file (stat error: %v)", env, path, err)
-	}
-	return abs
-}
-
 const (
-	howToBuildJaeger   = "go -C tools/jaeger build -o /tmp/jaeger github.com/jaegertracing/jaeger/cmd/jaeger"
-	howToBuildTokentap = "go build -o /tmp/tokentap ./cmd/tokentap"
-	howToBuildOtelcol  = "go -C tools/otelcol build -o /tmp/otelcol ."
+	howToBuildJaeger  = "build it with `go -C tools/jaeger build -o /tmp/jaeger github.com/jaegertracing/jaeger/cmd/jaeger` and set JAEGER_BINARY to its path (or run .ci/e2e-jaeger)"
+	howToBuildOtelcol = "build it with `go -C tools/otelcol build -o /tmp/otelcol .` and set OTELCOL_BINARY to its path (or run .ci/e2e-collector)"
 )
 
-func jaegerBinary(t *testing.T) string { return e2eBinary(t, "JAEGER_BINARY", howToBuildJaeger) }
-
-func tokentapBinary(t *testing.T) string { return e2eBinary(t, "TOKENTAP_BINARY", howToBuildTokentap) }
-
-func otelcolBinary(t *testing.T) string { return e2eBinary(t, "OTELCOL_BINARY", howToBuildOtelcol) }
-
-// jaegerRepoRoot is the repository root, one level up from this package.
-func jaegerRepoRoot(t *testing.T) string {
+func jaegerBinary(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"go.mod", "Caddyfile", "tools/jaeger/go.mod"} {
-		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
-			t.Fatalf("%s is not the repository root: %v", root, err)
-		}
-	}
-	return root
+	return testbin.Executable(t, "JAEGER_BINARY", testbin.RequireE2E, howToBuildJaeger)
 }
 
-// jaegerRequireFree fails the test at once if another process listens on one of
-// addrs: the programs under test would fail to bind, or worse, the test
-// would talk to the other process.
-func jaegerRequireFree(t *testing.T, addrs ...string) {
+func otelcolBinary(t *testing.T) string {
 	t.Helper()
-	for _, addr := range addrs {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("%s is in use (%v): stop whatever listens there (see `ss -ltnp`), e.g. a Jaeger or tokentap left running by an earlier run", addr, err)
-		}
-		ln.Close()
-	}
-}
-
-// jaegerWaitFree waits until every one of addrs can be bound again, reporting
-// those still held: a test must not leave its programs running.
-func jaegerWaitFree(t *testing.T, addrs ...string) {
-	t.Helper()
-	deadline := time.Now().Add(jaegerPortFreeTimeout)
-	for _, addr := range addrs {
-		for {
-			ln, err := net.Listen("tcp", addr)
-			if err == nil {
-				ln.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s is still bound %v after the test's processes were stopped: %v", addr, jaegerPortFreeTimeout, err)
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-}
-
-// jaegerEnvWithoutOTEL drops the caller's OTEL_* variables: a traces-specific
-// endpoint, a sampler or OTEL_SDK_DISABLED would send the spans elsewhere,
-// or nowhere, whatever the test sets.
-func jaegerEnvWithoutOTEL(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "OTEL_") {
-			out = append(out, kv)
-		}
-	}
-	return out
+	return testbin.Executable(t, "OTELCOL_BINARY", testbin.RequireE2E, howToBuildOtelcol)
 }
 
 // script is a running shell script (an example's run.sh) with everything
@@ -145,7 +59,7 @@ func jaegerEnvWithoutOTEL(env []string) []string {
 // test.
 type jaegerScript struct {
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *testbin.Buffer
 	exited  chan struct{} // closed when the script has exited
 	waitErr error         // valid once exited is closed
 }
@@ -157,11 +71,11 @@ func startJaegerScript(t *testing.T, dir, path string, env ...string) *jaegerScr
 	t.Helper()
 	cmd := exec.Command("bash", path)
 	cmd.Dir = dir
-	cmd.Env = append(jaegerEnvWithoutOTEL(os.Environ()), env...)
+	cmd.Env = append(testbin.Environ("OTEL_"), env...)
 	// A group of its own: the cleanup can then kill the script's children
 	// too if the script fails to stop them.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	s := &jaegerScript{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	s := &jaegerScript{cmd: cmd, out: &testbin.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	// Bounds Wait if a child that escaped the group keeps the pipe open.
 	cmd.WaitDelay = jaegerStopTimeout

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // The addresses of TestJaeger, in the ranges this test owns (HTTP 9340-9344,
@@ -83,13 +83,13 @@ func (x jaegerExchange) spanName() string { return x.operation + " " + x.model }
 // its name, kind, parent and attributes against docs/telemetry.md and
 // against what the client received.
 func TestJaeger(t *testing.T) {
-	jaeger, tokentap := jaegerBinary(t), tokentapBinary(t)
-	root := jaegerRepoRoot(t)
+	jaeger, tokentap := jaegerBinary(t), testbin.Binary(t)
+	root := testbin.RepoRoot(t)
 	addrs := []string{"127.0.0.1:" + jaegerTestTokentapPort, "127.0.0.1:" + jaegerTestSimulatorPort, jaegerTestAdmin,
 		jaegerTestOTLPGRPC, jaegerTestOTLPHTTP, jaegerTestQueryHTTP, jaegerTestQueryGRPC, jaegerTestHealth}
-	jaegerRequireFree(t, addrs...)
+	testbin.RequireFree(t, addrs...)
 	// Registered first, so it runs last: after the script's own cleanup.
-	t.Cleanup(func() { jaegerWaitFree(t, addrs...) })
+	t.Cleanup(func() { testbin.WaitFree(t, jaegerPortFreeTimeout, addrs...) })
 
 	start := time.Now()
 	run := startJaegerScript(t, root, filepath.Join(root, "examples", "jaeger", "run.sh"),
@@ -196,8 +196,9 @@ func sendJaegerExchange(t *testing.T, client *http.Client, x jaegerExchange) jae
 	}
 	var s jaegerSent
 	if x.traceparent {
-		s.traceID, s.parentID = jaegerRandomHex(16), jaegerRandomHex(8)
-		req.Header.Set("traceparent", "00-"+s.traceID+"-"+s.parentID+"-01")
+		tr := testbin.NewTrace()
+		s.traceID, s.parentID = tr.ID, tr.Parent
+		req.Header.Set("traceparent", tr.Traceparent())
 	}
 	res, err := client.Do(req)
 	if err != nil {
@@ -208,12 +209,6 @@ func sendJaegerExchange(t *testing.T, client *http.Client, x jaegerExchange) jae
 	res.Body.Close()
 	s.status, s.body, s.trailer, s.err = res.StatusCode, string(body), res.Trailer, err
 	return s
-}
-
-func jaegerRandomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func checkJaegerExchange(t *testing.T, q *jaegerQuery, start time.Time, x jaegerExchange, s jaegerSent) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // TestOllama measures a real inference server through the tokentap binary:
@@ -64,7 +63,7 @@ func TestOllama(t *testing.T) {
 	t.Logf("ollama %s ready with %d models in %v", srv.version(t), len(ollamaModels), time.Since(started).Round(time.Millisecond))
 
 	rec := startOllamaRecorder(t, srv.addr)
-	proxyAddr := ollamaFreeAddr(t)
+	proxyAddr := testbin.FreeAddr(t)
 	proxy := startClientsTokentap(t, fmt.Sprintf(ollamaCaddyfile, clientsAdminPort, proxyAddr, strings.TrimPrefix(rec.url, "http://")),
 		"http://"+proxyAddr+"/")
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: ollamaRequestTimeout}
@@ -73,7 +72,7 @@ func TestOllama(t *testing.T) {
 	// Load both models first: the first request's time to first token
 	// would otherwise include starting a runner.
 	for _, m := range ollamaModels {
-		x := ollamaPost(t, client, "http://"+srv.addr+"/api/generate", fmt.Sprintf(`{"model":%q,"prompt":"hello","options":{"num_predict":4}}`, m.name), newClientsTrace(t))
+		x := ollamaPost(t, client, "http://"+srv.addr+"/api/generate", fmt.Sprintf(`{"model":%q,"prompt":"hello","options":{"num_predict":4}}`, m.name), testbin.NewTrace())
 		if x.status != 200 {
 			t.Fatalf("warming up %s: status %d: %s", m.name, x.status, x.body)
 		}
@@ -87,9 +86,9 @@ func TestOllama(t *testing.T) {
 		counts := map[string]ollamaStream{}
 		for _, c := range ollamaCases {
 			t.Run(fmt.Sprintf("%s/round%d", c.name, round+1), func(t *testing.T) {
-				tr := newClientsTrace(t)
+				tr := testbin.NewTrace()
 				got := ollamaPost(t, client, "http://"+proxyAddr+c.path, c.body(), tr)
-				sent := rec.wait(t, tr.traceID)
+				sent := rec.wait(t, tr.ID)
 				if got.status != 200 || got.contentType != sent.contentType {
 					t.Fatalf("status %d, Content-Type %q (Ollama's %q): %s", got.status, got.contentType, sent.contentType, got.body)
 				}
@@ -515,14 +514,14 @@ func (x ollamaExchange) readAt(end int) time.Time {
 
 // ollamaPost sends body to url with tr's traceparent and reads the answer
 // whole, noting when each read returned.
-func ollamaPost(t *testing.T, client *http.Client, url, body string, tr clientsTrace) ollamaExchange {
+func ollamaPost(t *testing.T, client *http.Client, url, body string, tr testbin.Trace) ollamaExchange {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", tr.traceparent)
+	req.Header.Set("traceparent", tr.Traceparent())
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -656,7 +655,7 @@ type ollamaServer struct {
 	bin, addr, dir string
 	env            []string
 	cmd            *exec.Cmd
-	out            *syncBuffer
+	out            *testbin.Buffer
 	exited         chan struct{}
 	waitErr        error
 }
@@ -666,10 +665,8 @@ type ollamaServer struct {
 // process group) at the end of the test.
 func startOllama(t *testing.T, bin string) *ollamaServer {
 	t.Helper()
-	s := &ollamaServer{bin: bin, addr: ollamaFreeAddr(t), dir: t.TempDir(), out: &syncBuffer{}, exited: make(chan struct{})}
-	s.env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "OLLAMA_") || strings.HasPrefix(kv, "OTEL_")
-	}),
+	s := &ollamaServer{bin: bin, addr: testbin.FreeAddr(t), dir: t.TempDir(), out: &testbin.Buffer{}, exited: make(chan struct{})}
+	s.env = append(testbin.Environ("OLLAMA_", "OTEL_"),
 		"HOME="+s.dir, // Ollama keeps its key in ~/.ollama
 		"OLLAMA_HOST="+s.addr,
 		"OLLAMA_MODELS="+filepath.Join(s.dir, "models"),
@@ -693,7 +690,7 @@ func startOllama(t *testing.T, bin string) *ollamaServer {
 	t.Cleanup(func() {
 		s.stop(t)
 		if t.Failed() {
-			t.Logf("ollama serve output (last lines):\n%s", relLastLines(s.out.String(), 40))
+			t.Logf("ollama serve output (last lines):\n%s", testbin.LastLines(s.out.String(), 40))
 		}
 	})
 
@@ -779,22 +776,7 @@ func (s *ollamaServer) create(t *testing.T, tinymodel string, m ollamaModel) {
 // it.
 func ollamaBinary(t *testing.T, env, how string) string {
 	t.Helper()
-	path := os.Getenv(env)
-	if path == "" {
-		msg := fmt.Sprintf("%s is not set (%s)", env, how)
-		if os.Getenv("TOKENTAP_REQUIRE_OLLAMA") == "1" {
-			t.Fatal("TOKENTAP_REQUIRE_OLLAMA=1: " + msg)
-		}
-		t.Skip(msg + "; set OLLAMA_BINARY and TOKENTAP_BINARY to run this test")
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("%s=%s is not an executable file (stat error: %v)", env, path, err)
-	}
-	return abs
+	return testbin.Executable(t, env, "TOKENTAP_REQUIRE_OLLAMA", how+"; set OLLAMA_BINARY and TOKENTAP_BINARY to run this test")
 }
 
 // ollamaTinyModelBinary is tools/ollama/tinymodel: TINYMODEL_BINARY, or
@@ -804,7 +786,7 @@ func ollamaTinyModelBinary(t *testing.T) string {
 	if os.Getenv("TINYMODEL_BINARY") != "" {
 		return ollamaBinary(t, "TINYMODEL_BINARY", "go -C tools/ollama tool -n tinymodel")
 	}
-	cmd := exec.Command("go", "-C", filepath.Join(clientsRepoRoot(t), "tools", "ollama"), "tool", "-n", "tinymodel")
+	cmd := exec.Command("go", "-C", filepath.Join(testbin.RepoRoot(t), "tools", "ollama"), "tool", "-n", "tinymodel")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -816,16 +798,4 @@ func ollamaTinyModelBinary(t *testing.T) string {
 		path = sc.Text()
 	}
 	return path
-}
-
-// ollamaFreeAddr is a loopback address with a port free at the time of the
-// call.
-func ollamaFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

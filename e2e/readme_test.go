@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // TestReadmeLiveComparison runs the README's "Live model comparison"
@@ -15,7 +17,7 @@ func TestReadmeLiveComparison(t *testing.T) {
 	if testing.Short() || os.Getenv("TOKENTAP_BINARY") == "" && os.Getenv("TOKENTAP_REQUIRE_E2E") != "1" {
 		t.Skip("runs the documented commands (as root, in a network namespace): set TOKENTAP_REQUIRE_E2E=1, as .ci/run does")
 	}
-	path := filepath.Join(jaegerRepoRoot(t), "README.md")
+	path := filepath.Join(testbin.RepoRoot(t), "README.md")
 	blocks, found := docReadSection(t, path, "Live model comparison")
 	if !found {
 		t.Fatal("README.md has no section \"Live model comparison\"")

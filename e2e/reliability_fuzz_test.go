@@ -11,11 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/tokentap/tokentap/internal/testbin"
 	"github.com/tokentap/tokentap/meter"
 )
 
@@ -57,7 +57,7 @@ var fuzzTargets = []fuzzTarget{
 // `go test ./...` need not pay for. CI fuzzes each target for a bounded
 // time (.ci/run).
 func TestFuzzCoverage(t *testing.T) {
-	root := relRepoRoot(t)
+	root := testbin.RepoRoot(t)
 
 	covered := map[string]string{}
 	for _, ft := range fuzzTargets {
@@ -160,7 +160,7 @@ func TestFuzzCoverage(t *testing.T) {
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Errorf("seed corpora of %s: %v\n%s", pkg, err, relLastLines(string(out), 30))
+			t.Errorf("seed corpora of %s: %v\n%s", pkg, err, testbin.LastLines(string(out), 30))
 			continue
 		}
 		seeds := map[string]int{}
@@ -178,17 +178,4 @@ func TestFuzzCoverage(t *testing.T) {
 			t.Logf("%s.%s: %d seed inputs", pkg, name, seeds[name])
 		}
 	}
-}
-
-// relRepoRoot is the repository root, one level up from this package.
-func relRepoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("go", "list", "-m").Output(); err != nil || !slices.Contains(strings.Fields(string(out)), "github.com/tokentap/tokentap") {
-		t.Fatalf("%s is not the tokentap module (go list -m: %q, %v)", root, out, err)
-	}
-	return root
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 const (
@@ -164,17 +165,17 @@ http://`+loadProxyAddr+` {
 		err      error
 		duration time.Duration
 	}
-	traces := make([]relTrace, loadStreams)
+	traces := make([]testbin.Trace, loadStreams)
 	results := make([]result, loadStreams)
 	startGate := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range loadStreams {
-		traces[i] = newRelTrace(t)
+		traces[i] = testbin.NewTrace()
 		wg.Go(func() {
 			<-startGate
 			req, _ := http.NewRequest("POST", "http://"+loadProxyAddr+"/sim/v1/chat/completions", strings.NewReader(bodies[i%loadPrompts]))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("traceparent", traces[i].header)
+			req.Header.Set("traceparent", traces[i].Traceparent())
 			start := time.Now()
 			resp, err := client.Do(req)
 			if err != nil {
@@ -234,7 +235,7 @@ http://`+loadProxyAddr+` {
 	// Every span: exported to the sink, or counted as lost.
 	ids := make(map[string]bool, loadStreams)
 	for _, tr := range traces {
-		ids[tr.id] = true
+		ids[tr.ID] = true
 	}
 	var found, completed, lost int64
 	var after relSpanExport

@@ -2,21 +2,18 @@ package e2e
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // The reliability tests (TestReliability*) run the built tokentap binary
@@ -27,80 +24,52 @@ import (
 // losses from /debug/vars, memory from /proc. Their addresses are their
 // own, on loopback: HTTP 9410-9429, admin 2401-2404, OTLP 4401-4402.
 
-// relBinary is the tokentap binary under test: TOKENTAP_BINARY, or a skip
-// (a failure under TOKENTAP_REQUIRE_E2E=1, as .ci/reliability sets).
-func relBinary(t *testing.T) string {
-	t.Helper()
-	path := os.Getenv("TOKENTAP_BINARY")
-	if path == "" {
-		msg := "TOKENTAP_BINARY is not set; build it with `go build -o /tmp/tokentap ./cmd/tokentap` and set TOKENTAP_BINARY to its path (or run .ci/reliability)"
-		if os.Getenv("TOKENTAP_REQUIRE_E2E") == "1" {
-			t.Fatal("TOKENTAP_REQUIRE_E2E=1: " + msg)
-		}
-		t.Skip(msg)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("TOKENTAP_BINARY=%s is not an executable file (stat error: %v)", path, err)
-	}
-	return abs
-}
-
 // relProcess is a running tokentap binary.
 type relProcess struct {
-	*tokentapProc
+	*testbin.Process
 	admin string // host:port of its admin API
 }
 
-// startRel writes caddyfile to a temporary directory and runs the binary on
-// it with env added to a clean environment (no OTEL_* of the caller's). It
-// waits until every URL in ready answers, and stops the process at the end
-// of the test, logging its output if the test failed.
+// startRel runs the binary on caddyfile with env added to a clean
+// environment (no OTEL_* of the caller's). It waits until every URL in
+// ready answers, and stops the process at the end of the test, logging its
+// output if the test failed.
 func startRel(t *testing.T, name, admin, caddyfile string, env []string, ready ...string) *relProcess {
 	t.Helper()
-	bin := relBinary(t)
-	for _, u := range append(ready, "http://"+admin+"/config/") {
-		relRequireFree(t, u)
+	bin := testbin.Binary(t)
+	ready = append(ready, "http://"+admin+"/config/")
+	for _, u := range ready {
+		testbin.RequireFree(t, relHost(u))
 	}
-	proc := startTokentapProc(t, tokentapRun{
-		name:        name,
-		bin:         bin,
-		dir:         t.TempDir(),
-		caddyfile:   caddyfile,
-		env:         append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OTEL_") }), env...),
-		waitDelay:   10 * time.Second,
-		stopTimeout: 20 * time.Second,
-		afterStop: func(out string) {
+	proc := testbin.Start(t, testbin.Config{
+		Name:        name,
+		Bin:         bin,
+		Caddyfile:   caddyfile,
+		Env:         append(testbin.Environ("OTEL_"), env...),
+		WaitDelay:   10 * time.Second,
+		StopTimeout: 20 * time.Second,
+		AfterStop: func(out string) {
 			// A binary built with -race (as .ci/reliability builds one)
 			// reports data races on its output and carries on.
 			if strings.Contains(out, "WARNING: DATA RACE") {
 				t.Errorf("%s reported a data race:\n%s", name, out)
 			}
 			if t.Failed() {
-				t.Logf("%s output (last lines):\n%s", name, relLastLines(out, 40))
+				t.Logf("%s output (last lines):\n%s", name, testbin.LastLines(out, 40))
 			}
 		},
 	})
-	proc.waitReady(t, 60*time.Second, append(ready, "http://"+admin+"/config/")...)
-	return &relProcess{tokentapProc: proc, admin: admin}
+	proc.WaitReady(t, 60*time.Second, ready...)
+	return &relProcess{Process: proc, admin: admin}
 }
 
-// relRequireFree fails if something already answers at the URL's address:
-// the test would talk to it instead of the process it starts (Caddy
-// listens with SO_REUSEPORT, so a second one would even share the port).
-func relRequireFree(t *testing.T, u string) {
-	t.Helper()
+// relHost is the host:port of an http:// URL.
+func relHost(u string) string {
 	host := strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")
 	if i := strings.IndexByte(host, '/'); i >= 0 {
 		host = host[:i]
 	}
-	if c, err := net.DialTimeout("tcp", host, time.Second); err == nil {
-		c.Close()
-		t.Fatalf("%s is already in use: another test or tokentap is running there", host)
-	}
+	return host
 }
 
 // goroutines is the process's goroutine count, from Caddy's admin pprof.
@@ -179,7 +148,7 @@ func (p *relProcess) adminGet(t *testing.T, path string) string {
 // in bytes.
 func (p *relProcess) rss(t *testing.T) (now, peak int64) {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,28 +168,6 @@ func (p *relProcess) rss(t *testing.T) (now, peak int64) {
 		}
 	}
 	return now, peak
-}
-
-// relTrace is a W3C traceparent: tokentap continues the trace a request
-// carries, so a request's span is the one with its trace id.
-type relTrace struct{ id, header string }
-
-func newRelTrace(t *testing.T) relTrace {
-	t.Helper()
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	id := hex.EncodeToString(b[:16])
-	return relTrace{id: id, header: "00-" + id + "-" + hex.EncodeToString(b[16:]) + "-01"}
-}
-
-func relLastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // relSimulatorCaddyfile runs only the simulator, on addr, with its admin

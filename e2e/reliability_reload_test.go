@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 const (
@@ -125,7 +126,7 @@ func TestReliabilityReloads(t *testing.T) {
 	type stream struct {
 		i     int
 		path  string
-		trace relTrace
+		trace testbin.Trace
 		got   []byte
 		err   error
 	}
@@ -135,14 +136,14 @@ func TestReliabilityReloads(t *testing.T) {
 		wg      sync.WaitGroup
 	)
 	start := func(i int) {
-		s := &stream{i: i, path: []string{"/sim", "/sim2"}[i%2], trace: newRelTrace(t)}
+		s := &stream{i: i, path: []string{"/sim", "/sim2"}[i%2], trace: testbin.NewTrace()}
 		mu.Lock()
 		streams = append(streams, s)
 		mu.Unlock()
 		wg.Go(func() {
 			req, _ := http.NewRequest("POST", "http://"+reloadProxyAddr+s.path+"/v1/chat/completions", strings.NewReader(body(i)))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("traceparent", s.trace.header)
+			req.Header.Set("traceparent", s.trace.Traceparent())
 			resp, err := client.Do(req)
 			if err != nil {
 				s.err = err
@@ -196,7 +197,7 @@ func TestReliabilityReloads(t *testing.T) {
 			t.Errorf("stream %d: %d bytes (sha256 %x), the simulator sends %d (sha256 %x)", s.i, len(s.got), sha256Short(s.got), len(want[k]), sha256Short(want[k]))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		span, err := sink.WaitFor(ctx, func(sp otlpsink.Span) bool { return sp.TraceID == s.trace.id })
+		span, err := sink.WaitFor(ctx, func(sp otlpsink.Span) bool { return sp.TraceID == s.trace.ID })
 		cancel()
 		if err != nil {
 			t.Errorf("stream %d: no span", s.i)

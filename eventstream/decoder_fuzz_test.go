@@ -3,6 +3,8 @@ package eventstream
 import (
 	"reflect"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // FuzzDecoder checks the decoder on arbitrary input against AWS's decoder
@@ -26,7 +28,7 @@ func FuzzDecoder(f *testing.F) {
 		}
 		max := int(maxSel)
 		whole, wholeSt := decodeChunks([][]byte{b}, max)
-		split, splitSt := decodeChunks([][]byte{b[:c], b[c:]}, max)
+		split, splitSt := decodeChunks(splitfeed.At(b, c), max)
 		if !reflect.DeepEqual(whole, split) || wholeSt != splitSt {
 			t.Fatalf("max %d cut %d: got %+v %+v, want %+v %+v", max, c, split, splitSt, whole, wholeSt)
 		}

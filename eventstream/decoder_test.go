@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // rawMessage frames headers and payload by hand, with correct checksums, so
@@ -165,25 +167,17 @@ func TestDecoderCases(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.stats.Bytes = int64(len(tt.in))
-			for c := 0; c <= len(tt.in); c++ {
-				got, st := decodeChunks([][]byte{tt.in[:c], tt.in[c:]}, tt.max)
+			for c, pieces := range splitfeed.Cuts(tt.in) {
+				got, st := decodeChunks(pieces, tt.max)
 				if !equalRecs(got, tt.want) || st != tt.stats {
 					t.Fatalf("cut at %d:\n got %+v %+v\nwant %+v %+v", c, got, st, tt.want, tt.stats)
 				}
 			}
-			if got, st := decodeChunks(bytewise(tt.in), tt.max); !equalRecs(got, tt.want) || st != tt.stats {
+			if got, st := decodeChunks(splitfeed.Bytewise(tt.in), tt.max); !equalRecs(got, tt.want) || st != tt.stats {
 				t.Fatalf("byte by byte:\n got %+v %+v\nwant %+v %+v", got, st, tt.want, tt.stats)
 			}
 		})
 	}
-}
-
-func bytewise(b []byte) [][]byte {
-	out := make([][]byte, len(b))
-	for i := range b {
-		out[i] = b[i : i+1]
-	}
-	return out
 }
 
 // TestFixtures checks every fixture against AWS's decoder, whole, at every
@@ -199,17 +193,11 @@ func TestFixtures(t *testing.T) {
 			for c := 0; c <= len(b); c++ {
 				checkAgainstAWS(t, b, c)
 			}
-			if got, st := decodeChunks(bytewise(b), 0); !equalRecs(got, want) || st.Errors != 0 {
+			if got, st := decodeChunks(splitfeed.Bytewise(b), 0); !equalRecs(got, want) || st.Errors != 0 {
 				t.Fatalf("byte by byte: %+v %+v", got, st)
 			}
 			for range 20 {
-				var pieces [][]byte
-				for rest := b; len(rest) > 0; {
-					n := min(1+r.IntN(64), len(rest))
-					pieces = append(pieces, rest[:n])
-					rest = rest[n:]
-				}
-				if got, _ := decodeChunks(pieces, 0); !equalRecs(got, want) {
+				if got, _ := decodeChunks(splitfeed.Random(r, b), 0); !equalRecs(got, want) {
 					t.Fatalf("random pieces: %+v", got)
 				}
 			}
@@ -309,8 +297,8 @@ func TestResetShrinksHugeBuffers(t *testing.T) {
 func TestOversizeNeverBuffered(t *testing.T) {
 	msg := rawMessage(strHeader(":event-type", "e"), make([]byte, 1<<20))
 	d := &Decoder{MaxMessageSize: 1024}
-	for i := 0; i < len(msg); i += 1000 {
-		d.Write(msg[i:min(i+1000, len(msg))])
+	for _, w := range splitfeed.Sized(msg, 1000) {
+		d.Write(w)
 	}
 	if st := d.Stats(); st.Oversized != 1 || st.Errors != 0 || cap(d.buf) > 1024 {
 		t.Errorf("stats %+v, buffer %d", st, cap(d.buf))
@@ -332,9 +320,10 @@ func TestZeroAllocs(t *testing.T) {
 	var n int
 	d := &Decoder{OnMessage: func(m *Message) { n += len(m.Payload) }}
 	for _, size := range []int{1, 7, 64, 4096} {
+		writes := splitfeed.Sized(b, size)
 		allocs := testing.AllocsPerRun(100, func() {
-			for i := 0; i < len(b); i += size {
-				d.Write(b[i:min(i+size, len(b))])
+			for _, w := range writes {
+				d.Write(w)
 			}
 			d.Close()
 		})

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	aws "github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // rec is a deep copy of a Message, comparable with ==, so tests can keep
@@ -28,10 +30,7 @@ func recOf(m *Message) rec {
 func decodeChunks(chunks [][]byte, max int) ([]rec, Stats) {
 	var got []rec
 	d := &Decoder{MaxMessageSize: max, OnMessage: func(m *Message) { got = append(got, recOf(m)) }}
-	for _, c := range chunks {
-		d.Write(c)
-	}
-	d.Close()
+	splitfeed.Feed(d, chunks)
 	return got, d.Stats()
 }
 
@@ -82,7 +81,7 @@ func checkAgainstAWS(t *testing.T, b []byte, cut int) {
 	if st.Messages != int64(len(got)) || st.Bytes != int64(len(b)) {
 		t.Fatalf("stats %+v for %d messages, %d bytes", st, len(got), len(b))
 	}
-	split, splitSt := decodeChunks([][]byte{b[:cut], b[cut:]}, 0)
+	split, splitSt := decodeChunks(splitfeed.At(b, cut), 0)
 	if !equalRecs(split, got) || splitSt != st {
 		t.Fatalf("cut at %d: got %+v %+v, want %+v %+v", cut, split, splitSt, got, st)
 	}

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // BenchmarkDecoder is the cost per byte of a Gemini pretty-printed stream
@@ -29,12 +31,13 @@ func BenchmarkDecoderSplit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	writes := splitfeed.Sized(body, 100)
 	d := &Decoder{OnElement: func([]byte) {}}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		for i := 0; i < len(body); i += 100 {
-			d.Write(body[i:min(i+100, len(body))])
+		for _, w := range writes {
+			d.Write(w)
 		}
 		d.Close()
 	}

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // FuzzDecoder checks, on any input, that the decoder does not panic and
@@ -31,17 +33,13 @@ func FuzzDecoder(f *testing.F) {
 		wd := &Decoder{MaxElementSize: max}
 		whole := decode(wd, b)
 		sd := &Decoder{MaxElementSize: max}
-		split := decode(sd, b[:c], b[c:])
+		split := decode(sd, splitfeed.At(b, c)...)
 		if !reflect.DeepEqual(whole, split) || wd.Stats() != sd.Stats() {
 			t.Fatalf("cut %d: got %q %+v, whole gave %q %+v", c, split, sd.Stats(), whole, wd.Stats())
 		}
 		if len(b) <= 1024 {
-			var pieces [][]byte
-			for i := range b {
-				pieces = append(pieces, b[i:i+1])
-			}
 			bd := &Decoder{MaxElementSize: max}
-			if bw := decode(bd, pieces...); !reflect.DeepEqual(whole, bw) || wd.Stats() != bd.Stats() {
+			if bw := decode(bd, splitfeed.Bytewise(b)...); !reflect.DeepEqual(whole, bw) || wd.Stats() != bd.Stats() {
 				t.Fatalf("byte by byte: got %q %+v, whole gave %q %+v", bw, bd.Stats(), whole, wd.Stats())
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // decode feeds the pieces, closes the stream and returns copies of the
@@ -18,10 +20,7 @@ import (
 func decode(d *Decoder, pieces ...[]byte) []string {
 	var got []string
 	d.OnElement = func(e []byte) { got = append(got, string(e)) }
-	for _, p := range pieces {
-		d.Write(p)
-	}
-	d.Close()
+	splitfeed.Feed(d, pieces)
 	return got
 }
 
@@ -177,16 +176,12 @@ func TestFixturesAgreeWithEncodingJSON(t *testing.T) {
 func TestEverySplit(t *testing.T) {
 	for name, b := range fixtures(t) {
 		whole := decode(&Decoder{}, b)
-		for c := 0; c <= len(b); c++ {
-			if got := decode(&Decoder{}, b[:c], b[c:]); !reflect.DeepEqual(got, whole) {
+		for c, pieces := range splitfeed.Cuts(b) {
+			if got := decode(&Decoder{}, pieces...); !reflect.DeepEqual(got, whole) {
 				t.Fatalf("%s cut at %d: got %q, want %q", name, c, got, whole)
 			}
 		}
-		var bytewise [][]byte
-		for i := range b {
-			bytewise = append(bytewise, b[i:i+1])
-		}
-		if got := decode(&Decoder{}, bytewise...); !reflect.DeepEqual(got, whole) {
+		if got := decode(&Decoder{}, splitfeed.Bytewise(b)...); !reflect.DeepEqual(got, whole) {
 			t.Fatalf("%s byte by byte: got %q", name, got)
 		}
 	}
@@ -282,12 +277,7 @@ func TestDifferential(t *testing.T) {
 		if !ok {
 			t.Fatalf("generator made invalid JSON: %q", in)
 		}
-		var pieces [][]byte
-		for rest := in; len(rest) > 0; {
-			k := 1 + r.IntN(len(rest))
-			pieces = append(pieces, rest[:k])
-			rest = rest[k:]
-		}
+		pieces := splitfeed.Random(r, in)
 		d := &Decoder{MaxElementSize: max}
 		got := decode(d, pieces...)
 		if !reflect.DeepEqual(got, want) || d.Stats().Oversized != wantOver || d.Stats().Errors != 0 {
@@ -300,9 +290,10 @@ func TestZeroAllocs(t *testing.T) {
 	for name, b := range fixtures(t) {
 		d := &Decoder{OnElement: func([]byte) {}}
 		for _, size := range []int{1, 7, 64, 4096} {
+			writes := splitfeed.Sized(b, size)
 			allocs := testing.AllocsPerRun(100, func() {
-				for i := 0; i < len(b); i += size {
-					d.Write(b[i:min(i+size, len(b))])
+				for _, w := range writes {
+					d.Write(w)
 				}
 				d.Close()
 			})

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/simstamp"
 )
 
 // maxLine bounds one line of a stream. The largest events of real APIs (a
@@ -173,7 +173,7 @@ func (r *Result) read(run context.Context, api API, body io.Reader) {
 		case len(line) == 0 && err == nil:
 			dispatch(at)
 		case len(line) > 0 && line[0] == ':':
-			if sent, ok := simulator.ParseStamp(line); ok {
+			if sent, ok := simstamp.Parse(line); ok {
 				stamp, stamped = sent, true
 			}
 		case len(line) > 0:

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/simstamp"
 )
 
 func TestReadEvent(t *testing.T) {
@@ -70,7 +70,7 @@ func TestReadEvent(t *testing.T) {
 // timing, is what is checked, so every event arrives in one read.
 func TestReadFraming(t *testing.T) {
 	openaiContent := `data: {"choices":[{"delta":{"content":"a"}}]}`
-	stamp := simulator.StampPrefix + "1000"
+	stamp := simstamp.Prefix + "1000"
 	for _, tc := range []struct {
 		name            string
 		api             API

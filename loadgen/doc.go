@@ -16,8 +16,9 @@
 // on how many are in flight).
 //
 // The client reads each response as an SSE stream, timing every line by the
-// read that completed it. It knows the simulator's stamp comments
-// (simulator.HeaderStamp): when a stream carries them, every event's
-// delivery delay (arrival minus the upstream's write, one clock) is in the
-// request's Result.
+// read that completed it. It knows the simulator's stamp comments: when a
+// stream carries them, every event's delivery delay (arrival minus the
+// upstream's write, one clock) is in the request's Result. It reads them
+// with package simstamp, not the simulator, so that the load generator
+// links no Caddy.
 package loadgen

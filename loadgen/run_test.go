@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentap/tokentap/simstamp"
 	"github.com/tokentap/tokentap/simulator"
 )
 
@@ -440,7 +441,7 @@ func TestStampedDelays(t *testing.T) {
 			var mu sync.Mutex
 			_, err := Run(context.Background(), Config{
 				URL: base + "/v1", API: api, Models: []string{"fast"}, Requests: 2,
-				Header: http.Header{simulator.HeaderStamp: {"true"}},
+				Header: http.Header{simstamp.Header: {"true"}},
 				OnResult: func(r *Result) {
 					mu.Lock()
 					results = append(results, r)

@@ -344,30 +344,19 @@ func (b *bedrock) readChunk(o *Observer, s string) {
 	b.readNative(o, view(native))
 }
 
-// readNative reads one model-native streamed event. Anthropic's Messages
-// events are read in full; Meta Llama's chunks give their text and stop
-// reason. Whatever the model, the last event carries Bedrock's own
-// invocation metrics, which give the usage, two server timings and the end.
+// readNative reads one model-native streamed event. Claude's are
+// Anthropic's Messages events, read by the anthropic_messages dialect's own
+// reader (anthropic_events.go) in the same pass over the event; Meta
+// Llama's chunks give their text and stop reason. Whatever the model, the
+// last event carries Bedrock's own invocation metrics, which give the
+// usage, two server timings and the end.
 func (b *bedrock) readNative(o *Observer, s string) {
-	var typ, message, delta, usage, errObj, metrics, index, block string
+	var claude anthropicEvent
+	var metrics string
 	var tokens int64
 	var output bool
 	rawMembers(s, func(k, v string) bool {
 		switch k {
-		case "type":
-			typ = v
-		case "index":
-			index = v
-		case "content_block":
-			block = v
-		case "message":
-			message = v
-		case "delta":
-			delta = v
-		case "usage":
-			usage = v
-		case "error":
-			errObj = v
 		case "amazon-bedrock-invocationMetrics":
 			metrics = v
 		case "generation":
@@ -382,53 +371,15 @@ func (b *bedrock) readNative(o *Observer, s string) {
 			if r, ok := rawStr(v, buf[:0]); ok {
 				o.FinishReason(0, r)
 			}
+		default:
+			claude.member(k, v)
 		}
 		return true
 	})
 	if output {
 		o.Output(tokens, true)
 	}
-	switch typ {
-	case `"content_block_delta"`:
-		// Claude's own events, read as the Messages API's are: the same
-		// model writes the same blocks.
-		anthropicDelta(o, delta, index)
-	case `"content_block_start"`:
-		anthropicDelta(o, block, index)
-	case `"message_start"`:
-		// Its usage.output_tokens is a placeholder that message_delta
-		// replaces: a stream cut before then is better served by the
-		// estimate.
-		rawMembers(message, func(k, v string) bool {
-			var buf rawBuf
-			switch k {
-			case "id":
-				if id, ok := rawStr(v, buf[:0]); ok {
-					o.ResponseID(id)
-				}
-			case "model":
-				if m, ok := rawStr(v, buf[:0]); ok {
-					o.Model(m)
-				}
-			case "usage":
-				b.readUsage(o, v, usageNames{input: anthropicUsage.input, cacheRead: anthropicUsage.cacheRead, cacheWrite: anthropicUsage.cacheWrite})
-			}
-			return true
-		})
-	case `"message_delta"`:
-		var buf rawBuf
-		if r, ok := rawStr(rawMember(delta, "stop_reason"), buf[:0]); ok {
-			o.FinishReason(0, r)
-		}
-		// Cumulative, like all of Anthropic's usage: the last value wins.
-		b.readUsage(o, usage, anthropicUsage)
-	case `"message_stop"`:
-		o.Done()
-	case `"error"`:
-		var buf rawBuf
-		t, _ := rawStr(rawMember(errObj, "type"), buf[:0])
-		o.Error(t)
-	}
+	claude.read(o, &b.usage, nil)
 	if rawKindOf(metrics) == kindObject {
 		b.readInvocationMetrics(o, metrics)
 		o.Done()
@@ -470,18 +421,15 @@ func (b *bedrock) Body(o *Observer, body []byte) {
 	case !b.invoke && root.Get("output").Exists():
 		b.readConverseBody(o, root)
 	case b.invoke && root.Get("type").Str == "message":
-		b.readAnthropicBody(o, root)
+		// Claude's own Message, read as the Messages API's.
+		anthropicBody(o, &b.usage, s)
 	case b.invoke && root.Get("generation").Exists():
 		b.readLlamaBody(o, root)
 	case root.Get("message").Exists() || root.Get("Message").Exists():
 		bedrockErrorBody(o, root)
 	case b.invoke && root.Get("type").Str == "error":
 		// Claude's own error object, passed through by InvokeModel.
-		if t := root.Get("error.type"); t.Type == gjson.String {
-			o.Error(bytesOf(t.Str))
-		} else {
-			o.Error(nil)
-		}
+		anthropicBody(o, &b.usage, s)
 	}
 }
 
@@ -532,51 +480,6 @@ func (b *bedrock) readConverseBody(o *Observer, root gjson.Result) {
 		o.FinishReason(0, bytesOf(r.Str))
 	}
 	b.readConverseMetadata(o, root.Raw)
-	if tokens > 0 {
-		o.Output(tokens, true)
-	}
-}
-
-// readAnthropicBody reads a whole Anthropic Message, as InvokeModel returns
-// it for Claude.
-func (b *bedrock) readAnthropicBody(o *Observer, root gjson.Result) {
-	var tokens int64
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "id":
-			o.ResponseID(bytesOf(v.Str))
-		case "model":
-			o.Model(bytesOf(v.Str))
-		case "stop_reason":
-			if v.Type == gjson.String {
-				o.FinishReason(0, bytesOf(v.Str))
-			}
-		case "usage":
-			b.readUsage(o, v.Raw, anthropicUsage)
-		case "content":
-			item := 0
-			v.ForEach(func(_, block gjson.Result) bool {
-				switch block.Get("type").Str {
-				case "text":
-					text := block.Get("text")
-					tokens += EstimateTokens(gjsonText(text))
-					o.emit(item, TextAnswer, text.Raw)
-				case "thinking":
-					thinking := block.Get("thinking")
-					tokens += EstimateTokens(gjsonText(thinking))
-					o.emit(item, TextReasoning, thinking.Raw)
-				case "tool_use":
-					tokens += EstimateTokens(bytesOf(block.Get("input").Raw))
-					if o.capturing() {
-						emitAnthropicToolUse(o, item, block.Raw)
-					}
-				}
-				item++
-				return true
-			})
-		}
-		return true
-	})
 	if tokens > 0 {
 		o.Output(tokens, true)
 	}

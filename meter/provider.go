@@ -38,9 +38,16 @@ func ProviderForHost(host string) string {
 		return "aws.bedrock"
 	}
 	for _, p := range providerHosts {
-		if host == p.suffix || strings.HasSuffix(host, "."+p.suffix) {
+		if host == p.suffix || isSubdomain(host, p.suffix) {
 			return p.provider
 		}
 	}
 	return ""
+}
+
+// isSubdomain reports whether host ends in "." + domain, without building
+// that string: this runs once per request, for every known provider.
+func isSubdomain(host, domain string) bool {
+	n := len(host) - len(domain)
+	return n > 0 && host[n-1] == '.' && host[n:] == domain
 }

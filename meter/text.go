@@ -60,6 +60,17 @@ func AppendText(dst []byte, raw string) []byte {
 	return append(dst, raw...)
 }
 
+// Text hands a fragment of choice's generated text to the exchange's
+// TextSink, as the built-in dialects do wherever they count output: a
+// dialect registered from another package has no other way to get its
+// output captured. raw is as TextSink.Text takes it; without a sink (the
+// default) the call costs a nil check.
+func (o *Observer) Text(choice, item int, kind TextKind, raw string) {
+	if o.text != nil && choice >= 0 && choice < maxChoices && rawKindOf(raw) != kindInvalid {
+		o.text.Text(choice, item, kind, raw)
+	}
+}
+
 // capturing reports whether a text sink is set, for dialects that must
 // read something extra (an index, a tool call's name) only to give it one.
 func (o *Observer) capturing() bool { return o.text != nil }

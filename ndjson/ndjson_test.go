@@ -7,16 +7,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
-// decode feeds the pieces and returns copies of the lines handed out.
+// decode feeds the pieces, closes the stream and returns copies of the
+// lines handed out.
 func decode(d *Decoder, pieces ...[]byte) []string {
 	var got []string
 	d.OnLine = func(line []byte) { got = append(got, string(line)) }
-	for _, p := range pieces {
-		d.Write(p)
-	}
-	d.Close()
+	splitfeed.Feed(d, pieces)
 	return got
 }
 
@@ -80,16 +80,12 @@ func TestEverySplit(t *testing.T) {
 	for _, f := range files {
 		b, _ := os.ReadFile(f)
 		want, _ := reference(b, DefaultMaxLineSize)
-		for c := 0; c <= len(b); c++ {
-			if got := decode(&Decoder{}, b[:c], b[c:]); !reflect.DeepEqual(got, want) {
+		for c, pieces := range splitfeed.Cuts(b) {
+			if got := decode(&Decoder{}, pieces...); !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s cut at %d: got %q, want %q", f, c, got, want)
 			}
 		}
-		var bytewise [][]byte
-		for i := range b {
-			bytewise = append(bytewise, b[i:i+1])
-		}
-		if got := decode(&Decoder{}, bytewise...); !reflect.DeepEqual(got, want) {
+		if got := decode(&Decoder{}, splitfeed.Bytewise(b)...); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s byte by byte: got %q", f, got)
 		}
 	}
@@ -112,9 +108,10 @@ func TestZeroAllocs(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join("testdata", "ollama_chat.ndjson"))
 	d := &Decoder{OnLine: func([]byte) {}}
 	for _, size := range []int{1, 7, 64, 4096} {
+		writes := splitfeed.Sized(b, size)
 		allocs := testing.AllocsPerRun(100, func() {
-			for i := 0; i < len(b); i += size {
-				d.Write(b[i:min(i+size, len(b))])
+			for _, w := range writes {
+				d.Write(w)
 			}
 			d.Close()
 		})
@@ -140,7 +137,7 @@ func FuzzDecoder(f *testing.F) {
 		c := int(cut) % (len(b) + 1)
 		want, wantOver := reference(b, max)
 		d := &Decoder{MaxLineSize: max}
-		got := decode(d, b[:c], b[c:])
+		got := decode(d, splitfeed.At(b, c)...)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("cut %d max %d: got %q, want %q", c, max, got, want)
 		}

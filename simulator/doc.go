@@ -32,5 +32,7 @@
 //
 // For benchmarks, HeaderStamp makes every write of an SSE stream carry its
 // send time in an SSE comment, so that a client on the same machine can
-// measure each event's delivery delay through any proxy on one clock.
+// measure each event's delivery delay through any proxy on one clock. The
+// comment's format is package simstamp's, which clients read without
+// importing the simulator.
 package simulator

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentap/tokentap/simstamp"
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -28,11 +29,11 @@ func splitStamps(t *testing.T, body []byte) (rest []byte, stamps []time.Time) {
 	t.Helper()
 	for len(body) > 0 {
 		line, after, _ := bytes.Cut(body, []byte("\n"))
-		if bytes.HasPrefix(line, []byte(StampPrefix)) {
+		if bytes.HasPrefix(line, []byte(simstamp.Prefix)) {
 			if len(rest) > 0 && !bytes.HasSuffix(rest, []byte("\n\n")) && !bytes.HasSuffix(rest, []byte("\r\n\r\n")) {
 				t.Fatalf("stamp %q in the middle of an event, after %q", line, rest[max(0, len(rest)-40):])
 			}
-			sent, ok := ParseStamp(bytes.TrimSuffix(line, []byte("\r")))
+			sent, ok := simstamp.Parse(bytes.TrimSuffix(line, []byte("\r")))
 			if !ok {
 				t.Fatalf("stamp line %q does not parse", line)
 			}
@@ -144,31 +145,5 @@ func TestStampFalseIsPlain(t *testing.T) {
 	_, off, _ := serveTarget(t, h, f.target, f.stream, map[string]string{HeaderStamp: "false"})
 	if !bytes.Equal(off, plain) {
 		t.Errorf("%s: false changed the stream:\n%q\nwant\n%q", HeaderStamp, off, plain)
-	}
-}
-
-func TestParseStamp(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		line string
-		want int64
-		ok   bool
-	}{
-		{name: "stamp", line: StampPrefix + "1767225600123456789", want: 1767225600123456789, ok: true},
-		{name: "small", line: StampPrefix + "42", want: 42, ok: true},
-		{name: "keep-alive comment", line: ": ping"},
-		{name: "data line", line: "data: " + StampPrefix + "1"},
-		{name: "no digits", line: StampPrefix},
-		{name: "not digits", line: StampPrefix + "12a4"},
-		{name: "sign", line: StampPrefix + "-5"},
-		{name: "overflows int64", line: StampPrefix + "9999999999999999999"},
-		{name: "trailing space", line: StampPrefix + "12 "},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := ParseStamp([]byte(tc.line))
-			if ok != tc.ok || (ok && got.UnixNano() != tc.want) {
-				t.Errorf("ParseStamp(%q) = %v, %v; want %d, %v", tc.line, got.UnixNano(), ok, tc.want, tc.ok)
-			}
-		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/tokentap/tokentap/simstamp"
 )
 
 // scheduler waits for absolute deadlines counted from the request's arrival,
@@ -65,7 +67,7 @@ func (e *eventWriter) send(b []byte) bool {
 		// The clock is read after the events were rendered, so the stamp
 		// leaves out the simulator's own rendering; only the copy into
 		// buf separates it from the write.
-		e.buf = appendStamp(e.buf[:0], time.Now(), bytes.HasSuffix(b, []byte("\r\n")))
+		e.buf = simstamp.Append(e.buf[:0], time.Now(), bytes.HasSuffix(b, []byte("\r\n")))
 		e.buf = append(e.buf, b...)
 		b = e.buf
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // benchWords gives the fixture realistic token-sized deltas, including
@@ -56,18 +58,6 @@ func anthropicStream(n int) [][]byte {
 	return events
 }
 
-// chunked re-cuts a stream into fixed-size writes, the way a proxy's copy
-// buffer (or an awkward TCP segmentation) would deliver it.
-func chunked(stream []byte, size int) [][]byte {
-	var out [][]byte
-	for len(stream) > 0 {
-		n := min(size, len(stream))
-		out = append(out, stream[:n])
-		stream = stream[n:]
-	}
-	return out
-}
-
 func benchDecode(b *testing.B, writes [][]byte) {
 	total := 0
 	for _, w := range writes {
@@ -108,9 +98,9 @@ func BenchmarkDecoder(b *testing.B) {
 		whole := bytes.Join(s.events, nil)
 		crlf := bytes.ReplaceAll(whole, []byte("\n"), []byte("\r\n"))
 		b.Run(s.name+"/write-per-event", func(b *testing.B) { benchDecode(b, s.events) })
-		b.Run(s.name+"/32KiB-writes", func(b *testing.B) { benchDecode(b, chunked(whole, 32<<10)) })
-		b.Run(s.name+"/7B-writes", func(b *testing.B) { benchDecode(b, chunked(whole, 7)) })
-		b.Run(s.name+"/crlf-32KiB-writes", func(b *testing.B) { benchDecode(b, chunked(crlf, 32<<10)) })
+		b.Run(s.name+"/32KiB-writes", func(b *testing.B) { benchDecode(b, splitfeed.Sized(whole, 32<<10)) })
+		b.Run(s.name+"/7B-writes", func(b *testing.B) { benchDecode(b, splitfeed.Sized(whole, 7)) })
+		b.Run(s.name+"/crlf-32KiB-writes", func(b *testing.B) { benchDecode(b, splitfeed.Sized(crlf, 32<<10)) })
 	}
 }
 
@@ -122,7 +112,7 @@ func BenchmarkLongEvent(b *testing.B) {
 		stream := append(append([]byte("data: "), line...), "\n\n"...)
 		for _, w := range []int{16, 4096} {
 			b.Run(fmt.Sprintf("%dKiB/%dB-writes", size>>10, w), func(b *testing.B) {
-				benchDecode(b, chunked(stream, w))
+				benchDecode(b, splitfeed.Sized(stream, w))
 			})
 		}
 	}

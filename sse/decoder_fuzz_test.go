@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // FuzzDecoder checks the decoder's two core promises on arbitrary input: it
@@ -43,13 +45,13 @@ func FuzzDecoder(f *testing.F) {
 		n := len(in) + 1
 		cuts := []int{int(a) % n, int(b) % n, int(c) % n}
 		slices.Sort(cuts)
-		split, splitSt := decodeChunks(splitAt(in, cuts...), maxEvent)
+		split, splitSt := decodeChunks(splitfeed.At(in, cuts...), maxEvent)
 		if !reflect.DeepEqual(split, want) || splitSt != wantSt {
 			t.Fatalf("split at %v disagrees:\n got %q %+v\nwant %q %+v", cuts, split, splitSt, want, wantSt)
 		}
 
 		if len(in) <= 1024 { // bigger inputs: the fixtures, covered bytewise by TestSplitInvariance
-			bw, bwSt := decodeChunks(bytewise(in), maxEvent)
+			bw, bwSt := decodeChunks(splitfeed.Bytewise(in), maxEvent)
 			if !reflect.DeepEqual(bw, want) || bwSt != wantSt {
 				t.Fatalf("byte-by-byte disagrees:\n got %q %+v\nwant %q %+v", bw, bwSt, want, wantSt)
 			}

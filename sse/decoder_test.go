@@ -10,15 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // decodeChunks runs the real Decoder over chunks, then Close, and returns
-// deep copies of the events and the final Stats.
-//
-// Each chunk is first copied into one shared scratch buffer, which is
-// clobbered after every Write: if the decoder kept a reference to a Write
-// buffer past the call (the proxy reuses its buffer), later events would see
-// the garbage and the comparison against an unsplit run would fail.
+// deep copies of the events and the final Stats. splitfeed.Feed overwrites
+// each chunk after its Write, as a proxy reuses its buffer, so a decoder
+// that kept a reference to one would fail the comparison with an unsplit
+// run.
 func decodeChunks(chunks [][]byte, maxEvent int) ([]rec, Stats) {
 	var got []rec
 	d := &Decoder{MaxEventSize: maxEvent}
@@ -31,54 +31,8 @@ func decodeChunks(chunks [][]byte, maxEvent int) ([]rec, Stats) {
 			Unterminated: e.Unterminated,
 		})
 	}
-	var scratch []byte
-	for _, c := range chunks {
-		scratch = append(scratch[:0], c...)
-		n, err := d.Write(scratch)
-		if n != len(c) || err != nil {
-			panic("Write did not return len(p), nil")
-		}
-		for i := range scratch {
-			scratch[i] = 'X'
-		}
-	}
-	d.Close()
+	splitfeed.Feed(d, chunks)
 	return got, d.Stats()
-}
-
-// splitAt cuts b at the given positions (sorted, within [0, len(b)]).
-func splitAt(b []byte, cuts ...int) [][]byte {
-	var out [][]byte
-	prev := 0
-	for _, c := range cuts {
-		out = append(out, b[prev:c])
-		prev = c
-	}
-	return append(out, b[prev:])
-}
-
-// bytewise cuts b into one-byte chunks, the most hostile split.
-func bytewise(b []byte) [][]byte {
-	out := make([][]byte, len(b))
-	for i := range b {
-		out[i] = b[i : i+1]
-	}
-	return out
-}
-
-// randomSplit cuts b into random pieces, empty ones included, because a
-// proxy can hand the decoder zero-length writes too.
-func randomSplit(r *rand.Rand, b []byte) [][]byte {
-	var out [][]byte
-	for len(b) > 0 {
-		n := r.IntN(min(len(b), 40) + 1)
-		if r.IntN(8) == 0 {
-			n = r.IntN(len(b) + 1)
-		}
-		out = append(out, b[:n])
-		b = b[n:]
-	}
-	return out
 }
 
 func strs(ss ...string) [][]byte {
@@ -529,9 +483,9 @@ func checkSplits(t *testing.T, whole []byte, maxEvent int, want []rec, wantSt St
 		}
 	}
 	check("whole", [][]byte{whole})
-	check("byte by byte", bytewise(whole))
-	for i := 0; i <= len(whole); i++ {
-		check("split at "+strconv.Itoa(i), splitAt(whole, i))
+	check("byte by byte", splitfeed.Bytewise(whole))
+	for i, chunks := range splitfeed.Cuts(whole) {
+		check("split at "+strconv.Itoa(i), chunks)
 	}
 }
 
@@ -715,7 +669,7 @@ func TestSplitInvariance(t *testing.T) {
 				want, wantSt := decodeChunks([][]byte{in}, maxEvent)
 				checkSplits(t, in, maxEvent, want, wantSt)
 				for i := 0; i < 300; i++ {
-					chunks := randomSplit(r, in)
+					chunks := splitfeed.Random(r, in)
 					got, st := decodeChunks(chunks, maxEvent)
 					if !reflect.DeepEqual(got, want) || st != wantSt {
 						t.Fatalf("random split %d (%d chunks):\n got %q %+v\nwant %q %+v", i, len(chunks), got, st, want, wantSt)
@@ -843,11 +797,10 @@ func TestZeroAllocs(t *testing.T) {
 	for _, name := range []string{"openai_chat.sse", "anthropic_messages.sse", "gemini_crlf.sse", "multiline_data.sse", "bom.sse", "llamacpp_eof.sse"} {
 		in := fx[name]
 		for _, size := range []int{1, 7, 64, 4096} {
+			writes := splitfeed.Sized(in, size)
 			feed := func() {
-				for p := in; len(p) > 0; {
-					n := min(size, len(p))
-					d.Write(p[:n])
-					p = p[n:]
+				for _, w := range writes {
+					d.Write(w)
 				}
 				d.Close()
 				d.Reset()

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tokentap/tokentap/internal/splitfeed"
 )
 
 // This file holds a deliberately naive reference decoder: it sees the whole
@@ -267,7 +269,7 @@ func TestReferenceAgreesOnRandomStreams(t *testing.T) {
 		in := genStream(r)
 		maxEvent := genMax(r)
 		want, wantSt := refDecode(in, maxEvent)
-		for _, chunks := range [][][]byte{{in}, randomSplit(r, in), bytewise(in)} {
+		for _, chunks := range [][][]byte{{in}, splitfeed.Random(r, in), splitfeed.Bytewise(in)} {
 			got, st := decodeChunks(chunks, maxEvent)
 			if !reflect.DeepEqual(got, want) || st != wantSt {
 				t.Fatalf("stream %d, max=%d, %d chunks, input %q:\n got %q %+v\nwant %q %+v",

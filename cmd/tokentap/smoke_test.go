@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 // The smoke test runs the real binary with the repository's default
@@ -56,23 +56,14 @@ const (
 )
 
 func TestSmoke(t *testing.T) {
-	bin := os.Getenv("TOKENTAP_BINARY")
-	if bin == "" {
-		t.Skip("set TOKENTAP_BINARY to a built tokentap binary to run the smoke test, e.g. from the repository root: " +
-			"go build -o /tmp/tokentap ./cmd/tokentap && TOKENTAP_BINARY=/tmp/tokentap go test -run TestSmoke -v ./cmd/tokentap")
-	}
-	bin, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("TOKENTAP_BINARY=%s is not an executable file (stat error: %v)", bin, err)
-	}
+	bin := testbin.Binary(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatalf("the smoke test drives tokentap with the real curl, which is not installed: %v", err)
 	}
-	root := repoRoot(t)
-	checkPortsFree(t)
+	root := testbin.RepoRoot(t)
+	// The ports are the Caddyfile's: taken, tokentap would exit with a
+	// bind error, or worse, the test would talk to another process.
+	testbin.RequireFree(t, smokeListenAddrs...)
 
 	sink, err := otlpsink.Start("127.0.0.1:0")
 	if err != nil {
@@ -82,8 +73,24 @@ func TestSmoke(t *testing.T) {
 	// spans flushed at shutdown still find the sink listening.
 	t.Cleanup(sink.Close)
 
-	proc := startTokentap(t, bin, root, sink.Endpoint())
-	proc.waitReady(t)
+	proc := testbin.Start(t, testbin.Config{
+		Bin:        bin,
+		ConfigFile: filepath.Join(root, "Caddyfile"),
+		Dir:        root,
+		Env: append(testbin.Environ("OTEL_"),
+			"OTEL_EXPORTER_OTLP_ENDPOINT="+sink.Endpoint(),
+			"OTEL_EXPORTER_OTLP_INSECURE=true",
+			"OTEL_BSP_SCHEDULE_DELAY=200", // ms: spans reach the sink quickly
+			"OTEL_SERVICE_NAME="+smokeService,
+		),
+		StopTimeout: stopTimeout,
+		AfterStop: func(out string) {
+			if t.Failed() {
+				t.Logf("tokentap output:\n%s", out)
+			}
+		},
+	})
+	proc.WaitReady(t, startupTimeout, proxyURL+"/", simulatorURL+"/", adminURL)
 
 	spans := &spanClaims{sink: sink}
 
@@ -194,159 +201,6 @@ func TestSmoke(t *testing.T) {
 			{"tokentap.outcome", "upstream_error"},
 		})
 	})
-}
-
-// repoRoot is the repository root, two levels up from this package, where
-// the default Caddyfile is.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"go.mod", "Caddyfile"} {
-		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
-			t.Fatalf("%s is not the repository root: %v", root, err)
-		}
-	}
-	return root
-}
-
-// checkPortsFree fails at once if another process holds a port the
-// Caddyfile binds: tokentap would then exit with a bind error, or worse, the
-// test would talk to the other process.
-func checkPortsFree(t *testing.T) {
-	t.Helper()
-	for _, addr := range smokeListenAddrs {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("%s is already in use (%v); the smoke test needs ports 8080, 8081 and 2019, fixed by the Caddyfile: "+
-				"stop whatever listens there (see `ss -ltnp`), e.g. a tokentap or caddy left running", addr, err)
-		}
-		ln.Close()
-	}
-}
-
-// process is a running tokentap with its combined output.
-type process struct {
-	cmd     *exec.Cmd
-	out     *syncBuffer
-	exited  chan struct{} // closed when the process has exited
-	waitErr error         // valid once exited is closed
-}
-
-func startTokentap(t *testing.T, bin, root, otlpEndpoint string) *process {
-	t.Helper()
-	// Caddy keeps its autosaved config and data under the user's config
-	// and data directories; a temporary home keeps the run from touching
-	// the real ones. Created before the process's cleanup is registered,
-	// so it is removed only after the process is gone.
-	home := t.TempDir()
-
-	cmd := exec.Command(bin, "run", "--config", filepath.Join(root, "Caddyfile"), "--adapter", "caddyfile")
-	cmd.Dir = root
-	cmd.Env = append(withoutOTELEnv(os.Environ()),
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlpEndpoint,
-		"OTEL_EXPORTER_OTLP_INSECURE=true",
-		"OTEL_BSP_SCHEDULE_DELAY=200", // ms: spans reach the sink quickly
-		"OTEL_SERVICE_NAME="+smokeService,
-		"XDG_CONFIG_HOME="+filepath.Join(home, "config"),
-		"XDG_DATA_HOME="+filepath.Join(home, "data"),
-	)
-	p := &process{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	// Bounds Wait if a descendant keeps the output pipe open.
-	cmd.WaitDelay = stopTimeout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		if err := p.stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("tokentap output:\n%s", p.out.String())
-		}
-	})
-	return p
-}
-
-// withoutOTELEnv drops the caller's OTEL_* variables: a traces-specific
-// endpoint, a sampler or OTEL_SDK_DISABLED would override the test's own
-// settings and send the spans elsewhere, or nowhere.
-func withoutOTELEnv(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		return strings.HasPrefix(kv, "OTEL_")
-	})
-}
-
-// stop interrupts the process, which makes Caddy shut down gracefully and
-// tokentap flush its spans, and kills it if it does not exit in time.
-func (p *process) stop() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("tokentap exited before the test ended (%s)", p.exitStatus())
-	default:
-	}
-	if err := p.cmd.Process.Signal(os.Interrupt); err == nil {
-		select {
-		case <-p.exited:
-			return nil
-		case <-time.After(stopTimeout):
-		}
-	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.exited:
-		return fmt.Errorf("tokentap did not exit within %v of SIGINT and was killed", stopTimeout)
-	case <-time.After(stopTimeout):
-		return fmt.Errorf("tokentap (pid %d) did not exit even after SIGKILL", p.cmd.Process.Pid)
-	}
-}
-
-// exitStatus describes how the exited process ended, e.g. "exit status 1".
-func (p *process) exitStatus() string {
-	if p.cmd.ProcessState != nil {
-		return p.cmd.ProcessState.String()
-	}
-	return fmt.Sprint(p.waitErr)
-}
-
-// waitReady waits until the proxy, the simulator and the admin API all
-// answer, failing early if the process exits (a bad config, a taken port).
-func (p *process) waitReady(t *testing.T) {
-	t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	answers := func(url string) error {
-		res, err := client.Get(url)
-		if err != nil {
-			return err
-		}
-		res.Body.Close()
-		return nil
-	}
-	deadline := time.Now().Add(startupTimeout)
-	for _, url := range []string{proxyURL + "/", simulatorURL + "/", adminURL} {
-		for {
-			err := answers(url)
-			if err == nil {
-				break
-			}
-			select {
-			case <-p.exited:
-				t.Fatalf("tokentap exited during startup (%s) before %s answered", p.exitStatus(), url)
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not answer within %v of starting tokentap: %v", url, startupTimeout, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 }
 
 // curl POSTs body to url with the real curl, streaming (-N), and returns the
@@ -553,23 +407,4 @@ func formatAttributes(attrs map[string]any) string {
 		fmt.Fprintf(&b, "  %s = %#v\n", k, attrs[k])
 	}
 	return b.String()
-}
-
-// syncBuffer collects the process's output, written by exec's copying
-// goroutine and read by the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package otelexport
 
 import (
 	"context"
@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -18,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/sink"
 )
 
 // The handlers this package's tests provision, in unit harnesses and in
@@ -27,21 +26,21 @@ import (
 // TestMain, so that this file owns the setting.) Tests of the exporters
 // themselves clear it with withoutMeterOverride.
 func init() {
-	metricReadersOverride = func() []sdkmetric.Reader { return nil }
+	MetricReadersOverride = func() []sdkmetric.Reader { return nil }
 }
 
 // withoutMeterOverride runs a test against the real pipeline construction,
 // with the shared state of other tests set aside.
 func withoutMeterOverride(t *testing.T) {
-	saved := metricReadersOverride
-	metricReadersOverride = nil
+	saved := MetricReadersOverride
+	MetricReadersOverride = nil
 	s := &sharedMeter
 	s.mu.Lock()
 	refs, p := s.refs, s.p
 	s.refs, s.p = 0, nil
 	s.mu.Unlock()
 	t.Cleanup(func() {
-		metricReadersOverride = saved
+		MetricReadersOverride = saved
 		s.mu.Lock()
 		s.refs, s.p = refs, p
 		s.mu.Unlock()
@@ -98,8 +97,8 @@ func TestNewMeterPipelineFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.instruments.enabled != tt.wantEnabled || (p.collector != nil) != tt.wantEnabled {
-				t.Errorf("enabled %v, collector %v; want enabled %v", p.instruments.enabled, p.collector, tt.wantEnabled)
+			if p.Instruments.enabled != tt.wantEnabled || (p.collector != nil) != tt.wantEnabled {
+				t.Errorf("enabled %v, collector %v; want enabled %v", p.Instruments.enabled, p.collector, tt.wantEnabled)
 			}
 			if p.shutdown != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -117,12 +116,12 @@ func TestConsoleExporter(t *testing.T) {
 	withoutMeterOverride(t)
 	t.Setenv("OTEL_METRICS_EXPORTER", "console")
 	restore := captureStderr(t)
-	p, release, err := acquireMeterProvider(context.Background(), zap.NewNop())
+	p, release, err := AcquireMeterProvider(context.Background(), zap.NewNop())
 	output := restore()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.instruments.record(&finished{ctx: context.Background(), m: metricsStreamed(), provider: "openai"})
+	p.Instruments.Record(&sink.Result{Ctx: context.Background(), M: metricsStreamed(), Provider: "openai"})
 	release()
 	b := output()
 	for _, want := range []string{"gen_ai.client.operation.duration", "tokentap.output_tokens_per_second", `"service.name"`} {
@@ -178,11 +177,11 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 			if tt.protocol == "http/protobuf" {
 				start = otlpsink.StartHTTP
 			}
-			sink, err := start("127.0.0.1:0")
+			collector, err := start("127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.Endpoint())
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.Endpoint())
 			t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
 			t.Setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", tt.protocol)
 			t.Setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", tt.temporality)
@@ -192,29 +191,29 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=staging")
 
 			logger := zap.NewNop()
-			p1, release1, err := acquireMeterProvider(context.Background(), logger)
+			p1, release1, err := AcquireMeterProvider(context.Background(), logger)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p2, release2, err := acquireMeterProvider(context.Background(), logger)
+			p2, release2, err := AcquireMeterProvider(context.Background(), logger)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p1 != p2 || p1.instruments != p2.instruments {
+			if p1 != p2 || p1.Instruments != p2.Instruments {
 				t.Fatal("two handlers got two pipelines")
 			}
 			ctx, sc := metricSpanContext(t, true)
-			f := &finished{ctx: ctx, m: metricsStreamed(), provider: "openai", host: "api.openai.com", port: 443}
-			p1.instruments.record(f)
+			f := &sink.Result{Ctx: ctx, M: metricsStreamed(), Provider: "openai", Host: "api.openai.com", Port: 443}
+			p1.Instruments.Record(f)
 			release1()
 			release1() // idempotent: Caddy may clean up twice after a failed load
-			if n := len(sink.Metrics()); n != 0 {
+			if n := len(collector.Metrics()); n != 0 {
 				t.Fatalf("%d metrics exported before the last release", n)
 			}
-			p2.instruments.record(f)
+			p2.Instruments.Record(f)
 			release2()
 
-			ms := sink.Metrics()
+			ms := collector.Metrics()
 			var dur *otlpsink.Metric
 			for i := range ms {
 				if ms[i].Name == "gen_ai.client.operation.duration" {
@@ -224,7 +223,7 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 			if dur == nil {
 				t.Fatalf("no duration among %v", ms)
 			}
-			if dur.Temporality != tt.wantTemporality || dur.Scope != instrumentationName {
+			if dur.Temporality != tt.wantTemporality || dur.Scope != InstrumentationName {
 				t.Errorf("temporality %q scope %q", dur.Temporality, dur.Scope)
 			}
 			if dur.Resource["service.name"] != "gateway-eu" || dur.Resource["deployment.environment.name"] != "staging" {
@@ -244,9 +243,9 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 				t.Errorf("refs %d pipeline %v after the last release", sharedMeter.refs, sharedMeter.p)
 			}
 			// Recording after shutdown is harmless and exports nothing.
-			p2.instruments.record(f)
-			sink.Close()
-			if n := len(sink.Metrics()); n != len(ms) {
+			p2.Instruments.Record(f)
+			collector.Close()
+			if n := len(collector.Metrics()); n != len(ms) {
 				t.Errorf("%d metrics after shutdown, %d before", n, len(ms))
 			}
 			goleak.VerifyNone(t, ignore)
@@ -267,14 +266,14 @@ func TestMetricExportFailuresLogged(t *testing.T) {
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "50")
 	t.Setenv("OTEL_METRIC_EXPORT_TIMEOUT", "200")
 	core, logs := observer.New(zapcore.WarnLevel)
-	p, release, err := acquireMeterProvider(context.Background(), zap.New(core))
+	p, release, err := AcquireMeterProvider(context.Background(), zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &finished{ctx: context.Background(), m: metricsStreamed(), provider: "openai"}
+	f := &sink.Result{Ctx: context.Background(), M: metricsStreamed(), Provider: "openai"}
 	deadline := time.Now().Add(10 * time.Second)
 	for logs.FilterMessageSnippet("exporting metrics failed").Len() == 0 && time.Now().Before(deadline) {
-		p.instruments.record(f)
+		p.Instruments.Record(f)
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Several more intervals fail while the limit holds.
@@ -338,12 +337,12 @@ func TestExportLogLimit(t *testing.T) {
 // registry however many handlers a config has, leaves it when the last of
 // them goes, and can be registered in the next config's registry.
 func TestPrometheusRegistration(t *testing.T) {
-	p, release, err := acquireMeterProvider(context.Background(), zap.NewNop())
+	p, release, err := AcquireMeterProvider(context.Background(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
-	p.instruments.record(&finished{ctx: context.Background(), m: metricsStreamed(), provider: "registration-test"})
+	p.Instruments.Record(&sink.Result{Ctx: context.Background(), M: metricsStreamed(), Provider: "registration-test"})
 	has := func(reg *prometheus.Registry) bool {
 		t.Helper()
 		mfs, err := reg.Gather()
@@ -360,8 +359,8 @@ func TestPrometheusRegistration(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	logger := zap.New(core)
 	first := prometheus.NewPedanticRegistry()
-	u1 := p.register(first, logger)
-	u2 := p.register(first, logger) // a second handler of the same config
+	u1 := p.Register(first, logger)
+	u2 := p.Register(first, logger) // a second handler of the same config
 	if !has(first) {
 		t.Fatal("not on the registry")
 	}
@@ -371,7 +370,7 @@ func TestPrometheusRegistration(t *testing.T) {
 		t.Error("gone while a handler of the config remains")
 	}
 	next := prometheus.NewPedanticRegistry() // a reload
-	u3 := p.register(next, logger)
+	u3 := p.Register(next, logger)
 	if !has(next) {
 		t.Error("not on the reloaded config's registry")
 	}
@@ -382,7 +381,7 @@ func TestPrometheusRegistration(t *testing.T) {
 	u3()
 	// A handler provisioned later into a registry whose handlers all went
 	// registers a new gate; the old one stays closed, so nothing doubles.
-	u4 := p.register(first, logger)
+	u4 := p.Register(first, logger)
 	if !has(first) {
 		t.Error("not back on the registry")
 	}
@@ -395,79 +394,6 @@ func TestPrometheusRegistration(t *testing.T) {
 	}
 	if p.registries[first] != nil || p.registries[next] != nil {
 		t.Error("registries of gone configs are still referenced")
-	}
-}
-
-// TestHandlerMetricsOnCaddyRegistry: a provisioned handler's metrics appear
-// on its config's registry under their Prometheus names, and leave it with
-// the handler.
-func TestHandlerMetricsOnCaddyRegistry(t *testing.T) {
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	h := &Handler{}
-	if err := h.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reg := ctx.GetMetricsRegistry()
-	h.recordMetrics(&finished{ctx: context.Background(), m: metricsStreamed(), provider: "registry-test", host: "api.openai.com", port: 443,
-		labels: []labelValue{{name: "team", attr: "tokentap.label.team", value: "search"}}})
-
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Caddy's registry fails to gather: %v", err)
-	}
-	series := map[string]*dto.Metric{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["gen_ai_provider_name"] == "registry-test" {
-				series[mf.GetName()+"/"+labels["gen_ai_token_type"]] = m
-				if mf.GetType() != dto.MetricType_HISTOGRAM {
-					t.Errorf("%s is a %v", mf.GetName(), mf.GetType())
-				}
-				for k, want := range map[string]string{
-					"gen_ai_operation_name": "chat", "gen_ai_request_model": "gpt-4o-mini",
-					"gen_ai_response_model": "gpt-4o-mini-2024-07-18", "server_address": "api.openai.com",
-					"server_port": "443", "tokentap_usage_source": "reported", "tokentap_label_team": "search",
-					"otel_scope_name": instrumentationName,
-				} {
-					if labels[k] != want {
-						t.Errorf("%s: label %s=%q, want %q", mf.GetName(), k, labels[k], want)
-					}
-				}
-			}
-		}
-	}
-	for _, name := range []string{
-		"gen_ai_client_operation_duration_seconds/",
-		"gen_ai_client_operation_time_to_first_chunk_seconds/",
-		"gen_ai_client_operation_time_per_output_chunk_seconds/",
-		"gen_ai_client_token_usage/input",
-		"gen_ai_client_token_usage/output",
-		"tokentap_time_to_first_token_seconds/",
-		// The unit {token}/s adds _per_second to a name that has it
-		// already: the standard translation, the same through an
-		// OpenTelemetry Collector's Prometheus exporter.
-		"tokentap_output_tokens_per_second_per_second/",
-	} {
-		if series[name] == nil {
-			t.Errorf("no %s series; have %v", name, metricKeys(series))
-		}
-	}
-	if err := h.Cleanup(); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err = reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "gen_ai_") || strings.HasPrefix(mf.GetName(), "tokentap_") {
-			t.Errorf("%s still on the registry after Cleanup", mf.GetName())
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package caddymodule
+package otelexport
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
@@ -24,21 +23,21 @@ import (
 )
 
 // sharedMeter is the process-wide MeterProvider, shared and counted like
-// sharedTracer (tracerprovider.go) for the same reason: Caddy provisions a
+// sharedTracer (tracer.go) for the same reason: Caddy provisions a
 // new handler for every config load, and cumulative metrics must continue
 // across reloads instead of starting over or being exported twice. The
 // last handler to go flushes and shuts it down.
 var sharedMeter struct {
 	mu   sync.Mutex
 	refs int
-	p    *meterPipeline
+	p    *MeterPipeline
 }
 
-// meterPipeline is what hangs off the shared MeterProvider.
-type meterPipeline struct {
-	// instruments are created once per provider: instrument creation
+// MeterPipeline is what hangs off the shared MeterProvider.
+type MeterPipeline struct {
+	// Instruments are created once per provider: instrument creation
 	// takes the SDK's locks and is not meant for the request path.
-	instruments *metricInstruments
+	Instruments *Instruments
 	// collector is the Prometheus exporter's view of the provider, shown
 	// on Caddy's admin /metrics; nil when the SDK is disabled.
 	collector prometheus.Collector
@@ -51,17 +50,18 @@ type meterPipeline struct {
 	registries map[*prometheus.Registry]*registration
 }
 
-// metricReadersOverride, when set, replaces the readers that
+// MetricReadersOverride, when set, replaces the readers that
 // OTEL_METRICS_EXPORTER would build (nil: none) while the Prometheus reader
 // stays. Tests set it so that the handlers they provision push metrics to
 // no OTLP endpoint, or to a reader of their own; a func, because a reader
 // belongs to one provider and the provider is rebuilt after the last
 // release.
-var metricReadersOverride func() []sdkmetric.Reader
+var MetricReadersOverride func() []sdkmetric.Reader
 
-// acquireMeterProvider returns the shared meter pipeline, building it on
-// first use, and a release function to call once the handler is gone.
-func acquireMeterProvider(ctx context.Context, logger *zap.Logger) (*meterPipeline, func(), error) {
+// AcquireMeterProvider returns the shared meter pipeline, building it on
+// first use, and a release function to call once the caller is done with
+// it.
+func AcquireMeterProvider(ctx context.Context, logger *zap.Logger) (*MeterPipeline, func(), error) {
 	s := &sharedMeter
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,18 +102,18 @@ func releaseMeterProvider(logger *zap.Logger) {
 // environment variables, with the same resource as the traces. It always
 // has a Prometheus reader for Caddy's admin /metrics, plus the push
 // exporters OTEL_METRICS_EXPORTER names (OTLP over gRPC by default).
-func newMeterPipeline(ctx context.Context, logger *zap.Logger) (*meterPipeline, error) {
+func newMeterPipeline(ctx context.Context, logger *zap.Logger) (*MeterPipeline, error) {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		ins, err := newMetricInstruments(noop.NewMeterProvider(), false)
 		if err != nil {
 			return nil, err
 		}
-		return &meterPipeline{instruments: ins}, nil
+		return &MeterPipeline{Instruments: ins}, nil
 	}
 
 	var readers []sdkmetric.Reader
-	if metricReadersOverride != nil {
-		readers = metricReadersOverride()
+	if MetricReadersOverride != nil {
+		readers = MetricReadersOverride()
 	} else {
 		for _, name := range metricExporterNames() {
 			r, err := newMetricReader(ctx, name, logger)
@@ -162,8 +162,8 @@ func newMeterPipeline(ctx context.Context, logger *zap.Logger) (*meterPipeline, 
 		_ = mp.Shutdown(ctx)
 		return nil, err
 	}
-	return &meterPipeline{
-		instruments: ins,
+	return &MeterPipeline{
+		Instruments: ins,
 		collector:   reg.c,
 		registries:  map[*prometheus.Registry]*registration{},
 		shutdown: func(ctx context.Context) error {
@@ -203,7 +203,7 @@ func (r *collectorCapture) Unregister(c prometheus.Collector) bool {
 	return true
 }
 
-// register shows the metrics on a Caddy config's registry, which Caddy's
+// Register shows the metrics on a Caddy config's registry, which Caddy's
 // admin /metrics (and the metrics handler) serve. Every config load has a
 // new registry, so reloads never put the collector twice in one; the
 // returned function takes it out again when the handler goes.
@@ -215,7 +215,7 @@ func (r *collectorCapture) Unregister(c prometheus.Collector) bool {
 // So each registry gets a gate of its own, registered once, which stops
 // collecting when the registry's last tokentap handler goes; the map
 // entry goes with it, so old registries are not kept alive.
-func (p *meterPipeline) register(reg *prometheus.Registry, logger *zap.Logger) func() {
+func (p *MeterPipeline) Register(reg *prometheus.Registry, logger *zap.Logger) func() {
 	if p.collector == nil || reg == nil {
 		return func() {}
 	}
@@ -269,22 +269,6 @@ func (g *collectorGate) Collect(ch chan<- prometheus.Metric) {
 	if g.on.Load() {
 		g.c.Collect(ch)
 	}
-}
-
-// provisionMetrics attaches h to the shared MeterProvider and shows the
-// metrics on the Prometheus registry of the config being loaded. The
-// returned function undoes both; it belongs in the handler's lease.
-func (h *Handler) provisionMetrics(ctx caddy.Context) (func(), error) {
-	p, release, err := acquireMeterProvider(ctx, h.logger)
-	if err != nil {
-		return nil, err
-	}
-	h.metrics = p.instruments
-	unregister := p.register(ctx.GetMetricsRegistry(), h.logger)
-	return func() {
-		unregister()
-		release()
-	}, nil
 }
 
 // metricExporterNames reads OTEL_METRICS_EXPORTER: a comma-separated list

@@ -1,4 +1,4 @@
-package caddymodule
+package otelexport
 
 import (
 	"unicode/utf8"
@@ -8,6 +8,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sink"
 )
 
 // tokentap.* attribute keys: what the GenAI semantic conventions lack.
@@ -28,14 +29,25 @@ const (
 	attrDialect                 = attribute.Key("tokentap.dialect")
 	attrDegraded                = attribute.Key("tokentap.degraded")
 	attrDegradedReason          = attribute.Key("tokentap.degraded.reason")
+	attrContentTruncated        = attribute.Key("tokentap.content.truncated")
 	attrServerTimingPrefix      = "tokentap.server_timing."
 	httpResponseStatusCodeKey   = attribute.Key("http.response.status_code")
 )
 
+// usageKeys are the conventions' attribute of each token count.
+var usageKeys = [sink.NumTokenKinds]attribute.Key{
+	sink.InputTokens:              semconv.GenAIUsageInputTokensKey,
+	sink.OutputTokens:             semconv.GenAIUsageOutputTokensKey,
+	sink.CacheReadInputTokens:     semconv.GenAIUsageCacheReadInputTokensKey,
+	sink.CacheCreationInputTokens: semconv.GenAIUsageCacheCreationInputTokensKey,
+	sink.ReasoningOutputTokens:    semconv.GenAIUsageReasoningOutputTokensKey,
+}
+
 // appendMeasurement appends the attributes a measurement defines. Values that
 // were not observed are left out rather than reported as zero, so a missing
 // first token is never confused with an instant one.
-func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attribute.KeyValue {
+func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.KeyValue {
+	m := r.M
 	attrs = append(attrs,
 		semconv.GenAIOperationNameKey.String(m.Operation),
 		attrDialect.String(m.Dialect),
@@ -65,7 +77,7 @@ func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attri
 	if m.ResponseID != "" {
 		attrs = append(attrs, semconv.GenAIResponseID(validUTF8(m.ResponseID)))
 	}
-	if reasons := finishReasons(m.FinishReasons); len(reasons) > 0 {
+	if reasons := FinishReasons(m.FinishReasons); len(reasons) > 0 {
 		attrs = append(attrs, semconv.GenAIResponseFinishReasons(reasons...))
 	}
 	if m.StatusCode > 0 {
@@ -75,21 +87,9 @@ func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attri
 		attrs = append(attrs, semconv.ErrorTypeKey.String(validUTF8(m.ErrorType)))
 	}
 
-	u := &m.Usage
-	if u.Source != meter.UsageAbsent {
-		for _, c := range []struct {
-			key attribute.Key
-			n   int64
-		}{
-			{semconv.GenAIUsageInputTokensKey, u.InputTokens},
-			{semconv.GenAIUsageOutputTokensKey, u.OutputTokens},
-			{semconv.GenAIUsageCacheReadInputTokensKey, u.CacheReadInputTokens},
-			{semconv.GenAIUsageCacheCreationInputTokensKey, u.CacheCreationInputTokens},
-			{semconv.GenAIUsageReasoningOutputTokensKey, u.ReasoningOutputTokens},
-		} {
-			if c.n >= 0 {
-				attrs = append(attrs, c.key.Int64(c.n))
-			}
+	for k, key := range usageKeys {
+		if n, ok := r.Tokens(sink.TokenKind(k)); ok {
+			attrs = append(attrs, key.Int64(n))
 		}
 	}
 
@@ -121,9 +121,11 @@ func appendMeasurement(attrs []attribute.KeyValue, m *meter.Measurement) []attri
 	return attrs
 }
 
-// finishReasons drops the empty slots of choices that never finished, which
+// FinishReasons drops the empty slots of choices that never finished, which
 // happens when a stream is cut.
-func finishReasons(rs []string) []string {
+//
+// It is exported for the access log, which must list the same reasons.
+func FinishReasons(rs []string) []string {
 	for _, r := range rs {
 		if r == "" || !utf8.ValidString(r) {
 			out := make([]string, 0, len(rs))

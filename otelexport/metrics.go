@@ -1,16 +1,10 @@
-package caddymodule
+package otelexport
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/maphash"
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -18,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
 
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sink"
 )
 
 // Bucket boundaries. The semconv ones are the GenAI conventions' explicit
@@ -48,35 +43,15 @@ const (
 	metricOutputTokensPerSecond = "tokentap.output_tokens_per_second"
 )
 
-// Caps on the distinct values that come from traffic rather than from the
-// configuration, process wide. A client can put anything in a request's
-// model and an upstream anything in its response, and each new value would
-// be a new time series in every histogram; past the cap a value is
-// reported as OverflowLabelValue ("_other"; error.type: "_OTHER").
-const (
-	maxMetricModels     = 200
-	maxMetricServers    = 100
-	maxMetricErrorTypes = 100
-)
-
-// The value sets of those attributes share labels.go's process-wide table;
-// their keys hold dots, which label names cannot, so they never collide.
-var (
-	requestModels  = valueSetFor("gen_ai.request.model", maxMetricModels)
-	responseModels = valueSetFor("gen_ai.response.model", maxMetricModels)
-	serverAddrs    = valueSetFor("server.address", maxMetricServers)
-	errorTypes     = valueSetFor("error.type", maxMetricErrorTypes)
-	serverPorts    = &portSet{max: maxMetricServers}
-)
-
 // The gen_ai.token.type attributes of the two token usage points.
 var (
 	tokenTypeInput  = semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeInput))
 	tokenTypeOutput = semconv.GenAITokenTypeKey.String(string(genaiconv.TokenTypeOutput))
 )
 
-// metricInstruments are the histograms of one MeterProvider.
-type metricInstruments struct {
+// Instruments are the histograms of one MeterProvider. They are the
+// metrics sink: Record records a finished exchange's points.
+type Instruments struct {
 	// enabled is false for the no-op provider (OTEL_SDK_DISABLED), so that
 	// no attribute set is built for nothing.
 	enabled bool
@@ -92,10 +67,10 @@ type metricInstruments struct {
 // newMetricInstruments creates the instruments. The genaiconv constructors
 // give the conventions' names, units and descriptions; the bucket
 // boundaries are passed here because the constructors set none.
-func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*metricInstruments, error) {
-	m := mp.Meter(instrumentationName, metric.WithInstrumentationVersion(version()))
+func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*Instruments, error) {
+	m := mp.Meter(InstrumentationName, metric.WithInstrumentationVersion(Version()))
 	durations := metric.WithExplicitBucketBoundaries(durationBuckets...)
-	ins := &metricInstruments{
+	ins := &Instruments{
 		enabled: enabled,
 	}
 	var errs []error
@@ -139,26 +114,27 @@ var metricBufs = sync.Pool{New: func() any {
 	return &b
 }}
 
-// recordMetrics records a finished exchange's metric points, every one
-// with f.ctx so that exemplars link to the exchange's span (the SDK keeps
-// exemplars of sampled spans).
-func (h *Handler) recordMetrics(f *finished) {
-	if ins := h.metrics; ins != nil && ins.enabled {
-		ins.record(f)
-	}
-}
+// Enabled reports whether the instruments record anything: false for the
+// no-op provider (OTEL_SDK_DISABLED), whose sink can be left out.
+func (ins *Instruments) Enabled() bool { return ins != nil && ins.enabled }
 
-func (ins *metricInstruments) record(f *finished) {
-	m := f.m
+// Record records a finished exchange's metric points, every one with r.Ctx
+// so that exemplars link to the exchange's span (the SDK keeps exemplars
+// of sampled spans).
+func (ins *Instruments) Record(r *sink.Result) {
+	if !ins.Enabled() {
+		return
+	}
+	m := r.M
 	bp := metricBufs.Get().(*[]attribute.KeyValue)
-	kvs := appendMetricAttributes((*bp)[:0], f)
+	kvs := appendMetricAttributes((*bp)[:0], r)
 	opts := metricAttrs.lookup(kvs)
 	// Drop the references to this request's strings before pooling.
 	clear(kvs)
 	*bp = kvs[:0]
 	metricBufs.Put(bp)
 
-	ctx := f.ctx
+	ctx := r.Ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -184,15 +160,11 @@ func (ins *metricInstruments) record(f *finished) {
 	// tokentap's guess. Input tokens are never estimated, so they are
 	// recorded whenever known; output tokens only when reported (or
 	// reported on request, "injected").
-	u := &m.Usage
-	if u.Source == meter.UsageAbsent {
-		return
+	if n, ok := r.Tokens(sink.InputTokens); ok {
+		ins.tokenUsage.Record(ctx, n, opts.input[:]...)
 	}
-	if u.InputTokens >= 0 {
-		ins.tokenUsage.Record(ctx, u.InputTokens, opts.input[:]...)
-	}
-	if u.OutputTokens >= 0 && (u.Source == meter.UsageReported || u.Source == meter.UsageInjected) {
-		ins.tokenUsage.Record(ctx, u.OutputTokens, opts.output[:]...)
+	if n, ok := r.Tokens(sink.OutputTokens); ok && r.OutputTokensReported() {
+		ins.tokenUsage.Record(ctx, n, opts.output[:]...)
 	}
 }
 
@@ -200,143 +172,39 @@ func (ins *metricInstruments) record(f *finished) {
 // carries. Values that come from traffic are capped and made valid UTF-8:
 // Prometheus rejects a scrape, and OTLP a whole export, over one invalid
 // string.
-func appendMetricAttributes(kvs []attribute.KeyValue, f *finished) []attribute.KeyValue {
-	m := f.m
+func appendMetricAttributes(kvs []attribute.KeyValue, r *sink.Result) []attribute.KeyValue {
+	m := r.M
 	kvs = append(kvs,
 		semconv.GenAIOperationNameKey.String(m.Operation),
-		semconv.GenAIProviderNameKey.String(validUTF8(f.provider)),
+		semconv.GenAIProviderNameKey.String(validUTF8(r.Provider)),
 		attrUsageSource.String(m.Usage.Source.String()),
 	)
 	if v := m.Request.Model; v != "" {
-		kvs = append(kvs, semconv.GenAIRequestModelKey.String(requestModels.admit(validUTF8(v))))
+		kvs = append(kvs, semconv.GenAIRequestModelKey.String(requestModels.Admit(validUTF8(v))))
 	}
 	if v := m.ResponseModel; v != "" {
-		kvs = append(kvs, semconv.GenAIResponseModelKey.String(responseModels.admit(validUTF8(v))))
+		kvs = append(kvs, semconv.GenAIResponseModelKey.String(responseModels.Admit(validUTF8(v))))
 	}
-	if f.host != "" {
-		host := serverAddrs.admit(validUTF8(f.host))
-		if host == OverflowLabelValue || f.port <= 0 {
+	if r.Host != "" {
+		host := serverAddrs.Admit(validUTF8(r.Host))
+		if host == OverflowLabelValue || r.Port <= 0 {
 			kvs = append(kvs, semconv.ServerAddressKey.String(host))
-		} else if serverPorts.admit(f.port) {
-			kvs = append(kvs, semconv.ServerAddressKey.String(host), semconv.ServerPortKey.Int(f.port))
+		} else if serverPorts.admit(r.Port) {
+			kvs = append(kvs, semconv.ServerAddressKey.String(host), semconv.ServerPortKey.Int(r.Port))
 		} else {
 			kvs = append(kvs, semconv.ServerAddressKey.String(OverflowLabelValue))
 		}
 	}
 	if v := m.ErrorType; v != "" {
-		if v = errorTypes.admit(validUTF8(v)); v == OverflowLabelValue {
+		if v = errorTypes.Admit(validUTF8(v)); v == OverflowLabelValue {
 			v = string(genaiconv.ErrorTypeOther)
 		}
 		kvs = append(kvs, semconv.ErrorTypeKey.String(v))
 	}
-	for _, l := range f.labels {
-		kvs = append(kvs, l.attr.String(validUTF8(l.value)))
+	for _, l := range r.Labels {
+		kvs = append(kvs, labelKey(l.Name).String(validUTF8(l.Value)))
 	}
 	return kvs
-}
-
-// maxCachedAttrSets bounds the attribute-set cache. The SDK itself keeps
-// at most 2000 series per instrument; past this many distinct attribute
-// combinations, recording builds its sets per request instead.
-const maxCachedAttrSets = 2048
-
-// metricAttrs caches the record options of each attribute combination seen.
-// Building an attribute.Set (sorting, hashing and copying a dozen
-// attributes) is most of recording's cost, and an exchange needs three
-// (one for the histograms, one per token type); the combinations that
-// traffic produces repeat, so each is built once.
-var metricAttrs = newAttrCache(maxCachedAttrSets)
-
-type attrCache struct {
-	seed maphash.Seed
-	max  int
-
-	mu sync.RWMutex
-	m  map[uint64]*attrEntry
-	n  int
-}
-
-func newAttrCache(max int) *attrCache {
-	return &attrCache{seed: maphash.MakeSeed(), max: max, m: map[uint64]*attrEntry{}}
-}
-
-// attrEntry is one attribute combination with its ready record options.
-type attrEntry struct {
-	// kvs is the combination as appendMetricAttributes built it (that
-	// order), for telling hash collisions apart.
-	kvs   []attribute.KeyValue
-	opts  recordOpts
-	other *attrEntry // next entry with the same hash
-}
-
-// recordOpts holds one record option per set: every histogram's, and the
-// token usage's with gen_ai.token.type input or output.
-type recordOpts struct {
-	all, input, output [1]metric.RecordOption
-}
-
-// lookup returns the record options for kvs, building and caching them the
-// first time. kvs is not kept.
-func (c *attrCache) lookup(kvs []attribute.KeyValue) *recordOpts {
-	h := c.hash(kvs)
-	c.mu.RLock()
-	e := c.m[h]
-	for ; e != nil; e = e.other {
-		if slices.Equal(e.kvs, kvs) {
-			break
-		}
-	}
-	c.mu.RUnlock()
-	if e != nil {
-		return &e.opts
-	}
-	e = &attrEntry{kvs: slices.Clone(kvs), opts: newRecordOpts(kvs)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n >= c.max {
-		return &e.opts
-	}
-	for x := c.m[h]; x != nil; x = x.other {
-		if slices.Equal(x.kvs, kvs) {
-			return &x.opts // another request added it meanwhile
-		}
-	}
-	e.other = c.m[h]
-	c.m[h] = e
-	c.n++
-	return &e.opts
-}
-
-// hash hashes every key and value of kvs, in order.
-func (c *attrCache) hash(kvs []attribute.KeyValue) uint64 {
-	var h maphash.Hash
-	h.SetSeed(c.seed)
-	var num [8]byte
-	for _, kv := range kvs {
-		h.WriteString(string(kv.Key))
-		h.WriteByte(byte(kv.Value.Type()))
-		if kv.Value.Type() == attribute.STRING {
-			h.WriteString(kv.Value.AsString())
-		} else {
-			// Metric attributes are strings and ints only.
-			binary.LittleEndian.PutUint64(num[:], uint64(kv.Value.AsInt64()))
-			h.Write(num[:])
-		}
-	}
-	return h.Sum64()
-}
-
-// newRecordOpts builds the three attribute sets of a combination.
-func newRecordOpts(kvs []attribute.KeyValue) recordOpts {
-	var o recordOpts
-	// NewSet sorts its argument, so each set gets a copy of its own.
-	o.all[0] = metric.WithAttributeSet(attribute.NewSet(slices.Clone(kvs)...))
-	withType := func(t attribute.KeyValue) metric.RecordOption {
-		return metric.WithAttributeSet(attribute.NewSet(append(slices.Clone(kvs), t)...))
-	}
-	o.input[0] = withType(tokenTypeInput)
-	o.output[0] = withType(tokenTypeOutput)
-	return o
 }
 
 // recordChunkGaps records gen_ai.client.operation.time_per_output_chunk:
@@ -385,63 +253,4 @@ func recordChunkGaps(ctx context.Context, h metric.Float64Histogram, g *meter.Ch
 			}
 		}
 	}
-}
-
-// validUTF8 returns s, or s with each invalid byte sequence replaced by
-// U+FFFD; it allocates only in the second case. Models, ids, finish reasons,
-// error types and label values come from the wire, and OTLP and Prometheus
-// carry strings that must be UTF-8: one bad value would make an exporter
-// drop a whole batch, or a scrape fail.
-func validUTF8(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// portSet caps the distinct upstream ports, like valueSet caps strings.
-// Known ports are read from an immutable map without a lock or an
-// allocation (a sync.Map would box each port); a new port copies the map,
-// which happens at most max times in the life of the process.
-type portSet struct {
-	max  int
-	mu   sync.Mutex
-	seen atomic.Pointer[map[int]struct{}]
-}
-
-// admit reports whether port may be a metric attribute: known ports, and
-// new ones while the set has room.
-func (s *portSet) admit(port int) bool {
-	if p := s.seen.Load(); p != nil {
-		if _, ok := (*p)[port]; ok {
-			return true
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.seen.Load()
-	if old != nil {
-		if _, ok := (*old)[port]; ok {
-			return true
-		}
-		if len(*old) >= s.max {
-			return false
-		}
-	}
-	next := make(map[int]struct{}, 1+lenOf(old))
-	if old != nil {
-		for k := range *old {
-			next[k] = struct{}{}
-		}
-	}
-	next[port] = struct{}{}
-	s.seen.Store(&next)
-	return true
-}
-
-func lenOf(m *map[int]struct{}) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
 }

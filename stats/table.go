@@ -1,4 +1,4 @@
-package caddymodule
+package stats
 
 import (
 	"fmt"
@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/tokentap/tokentap/stats"
 )
 
 // statsColumn is one column of `tokentap stats`.
@@ -18,16 +16,16 @@ type statsColumn struct {
 	// text columns are left-aligned and sort as strings.
 	text bool
 	// str is a text column's value.
-	str func(r *stats.ReportRow) string
+	str func(r *ReportRow) string
 	// num is a numeric column's value; ok is false when it has none.
-	num func(r *stats.ReportRow) (v float64, ok bool)
+	num func(r *ReportRow) (v float64, ok bool)
 	// format renders num's value.
 	format func(v float64) string
 }
 
 // metricColumn is the column of metric m's quantile q.
-func metricColumn(m stats.Metric, q float64) statsColumn {
-	name := stats.QuantileName(q)
+func metricColumn(m Metric, q float64) statsColumn {
+	name := QuantileName(q)
 	format := formatSeconds
 	switch m.Unit() {
 	case "{token}/s":
@@ -37,7 +35,7 @@ func metricColumn(m stats.Metric, q float64) statsColumn {
 	}
 	return statsColumn{
 		name: strings.ToUpper(m.Short() + "_" + name),
-		num: func(r *stats.ReportRow) (float64, bool) {
+		num: func(r *ReportRow) (float64, bool) {
 			v, ok := r.Metrics.Get(m).Quantiles[name]
 			return v, ok
 		},
@@ -45,24 +43,24 @@ func metricColumn(m stats.Metric, q float64) statsColumn {
 	}
 }
 
-func countColumn(name string, f func(r *stats.ReportRow) int64) statsColumn {
+func countColumn(name string, f func(r *ReportRow) int64) statsColumn {
 	return statsColumn{
 		name:   name,
-		num:    func(r *stats.ReportRow) (float64, bool) { return float64(f(r)), true },
+		num:    func(r *ReportRow) (float64, bool) { return float64(f(r)), true },
 		format: func(v float64) string { return fmt.Sprintf("%.0f", v) },
 	}
 }
 
-func rateColumn(name string, f func(r *stats.ReportRow) float64) statsColumn {
+func rateColumn(name string, f func(r *ReportRow) float64) statsColumn {
 	return statsColumn{
 		name:   name,
-		num:    func(r *stats.ReportRow) (float64, bool) { return f(r), true },
+		num:    func(r *ReportRow) (float64, bool) { return f(r), true },
 		format: func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
 	}
 }
 
 // labelsText renders a row's labels as name=value pairs, sorted by name.
-func labelsText(r *stats.ReportRow) string {
+func labelsText(r *ReportRow) string {
 	names := make([]string, 0, len(r.Labels))
 	for n := range r.Labels {
 		names = append(names, n)
@@ -77,33 +75,33 @@ func labelsText(r *stats.ReportRow) string {
 // statsColumns are the table's columns, in order. The LABELS column is
 // shown only when some row has labels.
 var statsColumns = []statsColumn{
-	{name: "PROVIDER", text: true, str: func(r *stats.ReportRow) string { return r.Provider }},
-	{name: "MODEL", text: true, str: func(r *stats.ReportRow) string { return r.Model }},
+	{name: "PROVIDER", text: true, str: func(r *ReportRow) string { return r.Provider }},
+	{name: "MODEL", text: true, str: func(r *ReportRow) string { return r.Model }},
 	{name: "LABELS", text: true, str: labelsText},
-	countColumn("REQUESTS", func(r *stats.ReportRow) int64 { return r.Requests }),
-	rateColumn("ERR%", func(r *stats.ReportRow) float64 { return r.ErrorRate }),
-	rateColumn("ABORT%", func(r *stats.ReportRow) float64 { return r.AbortRate }),
-	metricColumn(stats.TimeToFirstToken, 0.5),
-	metricColumn(stats.TimeToFirstToken, 0.95),
-	metricColumn(stats.TimeToFirstVisibleToken, 0.5),
-	metricColumn(stats.OutputTokensPerSecond, 0.05),
-	metricColumn(stats.OutputTokensPerSecond, 0.5),
-	metricColumn(stats.OutputTokensPerSecond, 0.95),
-	metricColumn(stats.TimePerOutputToken, 0.5),
-	metricColumn(stats.Duration, 0.5),
-	metricColumn(stats.Duration, 0.95),
-	metricColumn(stats.InputTokens, 0.5),
-	metricColumn(stats.OutputTokens, 0.5),
-	rateColumn("EST%", func(r *stats.ReportRow) float64 { return r.EstimatedShare }),
+	countColumn("REQUESTS", func(r *ReportRow) int64 { return r.Requests }),
+	rateColumn("ERR%", func(r *ReportRow) float64 { return r.ErrorRate }),
+	rateColumn("ABORT%", func(r *ReportRow) float64 { return r.AbortRate }),
+	metricColumn(TimeToFirstToken, 0.5),
+	metricColumn(TimeToFirstToken, 0.95),
+	metricColumn(TimeToFirstVisibleToken, 0.5),
+	metricColumn(OutputTokensPerSecond, 0.05),
+	metricColumn(OutputTokensPerSecond, 0.5),
+	metricColumn(OutputTokensPerSecond, 0.95),
+	metricColumn(TimePerOutputToken, 0.5),
+	metricColumn(Duration, 0.5),
+	metricColumn(Duration, 0.95),
+	metricColumn(InputTokens, 0.5),
+	metricColumn(OutputTokens, 0.5),
+	rateColumn("EST%", func(r *ReportRow) float64 { return r.EstimatedShare }),
 }
 
 // extraSortColumns can be sorted by without being shown.
 func extraSortColumns() []statsColumn {
 	cols := []statsColumn{
-		countColumn("ERRORS", func(r *stats.ReportRow) int64 { return r.Errors }),
-		countColumn("ABORTS", func(r *stats.ReportRow) int64 { return r.Aborts }),
+		countColumn("ERRORS", func(r *ReportRow) int64 { return r.Errors }),
+		countColumn("ABORTS", func(r *ReportRow) int64 { return r.Aborts }),
 	}
-	for m := stats.Metric(0); int(m) < stats.NumMetrics; m++ {
+	for m := Metric(0); int(m) < NumMetrics; m++ {
 		for _, q := range m.Quantiles() {
 			cols = append(cols, metricColumn(m, q))
 		}
@@ -111,16 +109,16 @@ func extraSortColumns() []statsColumn {
 	return cols
 }
 
-// statsOrder is a parsed --sort.
-type statsOrder struct {
+// TableOrder is a parsed --sort of `tokentap stats`.
+type TableOrder struct {
 	col  statsColumn
 	desc bool
 }
 
-// parseSort reads --sort: a column name in any case, with a leading - for
+// ParseTableSort reads --sort: a column name in any case, with a leading - for
 // descending.
-func parseSort(s string) (statsOrder, error) {
-	var o statsOrder
+func ParseTableSort(s string) (TableOrder, error) {
+	var o TableOrder
 	name := s
 	if strings.HasPrefix(name, "-") {
 		o.desc, name = true, name[1:]
@@ -133,12 +131,12 @@ func parseSort(s string) (statsOrder, error) {
 		}
 	}
 	return o, fmt.Errorf("--sort %q: use a column name such as ttft_p50, tps_p50, tps_p5, dur_p95, requests, err%% or model, "+
-		"or <metric>_p<quantile> with metric one of %s", s, stats.MetricNames())
+		"or <metric>_p<quantile> with metric one of %s", s, MetricNames())
 }
 
 // sortRows orders rows by o, rows without a value last, ties in the
 // report's order (provider, model, labels).
-func sortRows(rows []stats.ReportRow, o statsOrder) {
+func sortRows(rows []ReportRow, o TableOrder) {
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := &rows[i], &rows[j]
 		if o.col.text {
@@ -160,10 +158,10 @@ func sortRows(rows []stats.ReportRow, o statsOrder) {
 	})
 }
 
-// writeTable prints the report's rows as aligned columns: text to the
+// WriteTable prints the report's rows as aligned columns: text to the
 // left, numbers to the right, "-" where a row has no value.
-func writeTable(out io.Writer, rep *stats.Report, o statsOrder) error {
-	rows := append([]stats.ReportRow(nil), rep.Rows...)
+func WriteTable(out io.Writer, rep *Report, o TableOrder) error {
+	rows := append([]ReportRow(nil), rep.Rows...)
 	sortRows(rows, o)
 	hasLabels := false
 	for i := range rows {

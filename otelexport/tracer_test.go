@@ -1,4 +1,4 @@
-package caddymodule
+package otelexport
 
 import (
 	"context"
@@ -17,15 +17,15 @@ import (
 // withoutOverride runs a test against the real provider construction, with
 // the shared state of other tests set aside.
 func withoutOverride(t *testing.T) {
-	saved := tracerProviderOverride
-	tracerProviderOverride = nil
+	saved := TracerProviderOverride
+	TracerProviderOverride = nil
 	s := &sharedTracer
 	s.mu.Lock()
 	refs, provider, shutdown := s.refs, s.provider, s.shutdown
 	s.refs, s.provider, s.shutdown = 0, nil, nil
 	s.mu.Unlock()
 	t.Cleanup(func() {
-		tracerProviderOverride = saved
+		TracerProviderOverride = saved
 		s.mu.Lock()
 		s.refs, s.provider, s.shutdown = refs, provider, shutdown
 		s.mu.Unlock()
@@ -120,11 +120,11 @@ func TestSharedProviderLifetime(t *testing.T) {
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=staging")
 
 	logger := zap.NewNop()
-	tp1, release1, err := acquireTracerProvider(context.Background(), logger)
+	tp1, release1, err := AcquireTracerProvider(context.Background(), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp2, release2, err := acquireTracerProvider(context.Background(), logger)
+	tp2, release2, err := AcquireTracerProvider(context.Background(), logger)
 	if err != nil {
 		t.Fatal(err)
 	}

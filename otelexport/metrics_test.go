@@ -1,4 +1,4 @@
-package caddymodule
+package otelexport
 
 import (
 	"context"
@@ -17,11 +17,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sink"
 )
 
 // newTestInstruments returns instruments on a MeterProvider of their own, read
 // through a ManualReader, as the production pipeline builds them.
-func newTestInstruments(t testing.TB) (*metricInstruments, *sdkmetric.ManualReader) {
+func newTestInstruments(t testing.TB) (*Instruments, *sdkmetric.ManualReader) {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -74,8 +75,8 @@ func collectMetrics(t testing.TB, r *sdkmetric.ManualReader) collectedMetrics {
 	}
 	c := collectedMetrics{units: map[string]string{}, descs: map[string]string{}, points: map[string][]metricPoint{}}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != instrumentationName {
-			t.Errorf("scope %q, want %q", sm.Scope.Name, instrumentationName)
+		if sm.Scope.Name != InstrumentationName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, InstrumentationName)
 		}
 		for _, m := range sm.Metrics {
 			c.units[m.Name], c.descs[m.Name] = m.Unit, m.Description
@@ -116,7 +117,7 @@ func TestMetricInstruments(t *testing.T) {
 	ins, reader := newTestInstruments(t)
 	ctx, _ := metricSpanContext(t, true)
 	m := metricsStreamed()
-	ins.record(&finished{ctx: ctx, m: m, provider: "openai", host: "api.openai.com", port: 443})
+	ins.Record(&sink.Result{Ctx: ctx, M: m, Provider: "openai", Host: "api.openai.com", Port: 443})
 	got := collectMetrics(t, reader)
 	tests := []struct {
 		name   string
@@ -421,11 +422,11 @@ func TestMetricPoints(t *testing.T) {
 			if tt.host == "-" {
 				host, port = "", 0
 			}
-			f := &finished{ctx: ctx, m: tt.m(), provider: "openai", host: host, port: port, labels: []labelValue{
-				{name: "feature", attr: "tokentap.label.feature", value: "autocomplete"},
-				{name: "team", attr: "tokentap.label.team", value: "search"},
+			f := &sink.Result{Ctx: ctx, M: tt.m(), Provider: "openai", Host: host, Port: port, Labels: []sink.Label{
+				{Name: "feature", Value: "autocomplete"},
+				{Name: "team", Value: "search"},
 			}}
-			ins.record(f)
+			ins.Record(f)
 			got := collectMetrics(t, reader)
 			for name := range got.points {
 				if _, ok := tt.want[name]; !ok {
@@ -488,7 +489,7 @@ func TestChunkGapPoints(t *testing.T) {
 				sum += g
 				m.MaxChunkGap = max(m.MaxChunkGap, g)
 			}
-			ins.record(&finished{ctx: context.Background(), m: m, provider: "openai"})
+			ins.Record(&sink.Result{Ctx: context.Background(), M: m, Provider: "openai"})
 			pts := collectMetrics(t, reader).points["gen_ai.client.operation.time_per_output_chunk"]
 			if len(pts) != 1 {
 				t.Fatalf("%d points", len(pts))
@@ -515,7 +516,7 @@ func TestExemplars(t *testing.T) {
 			ins, reader := newTestInstruments(t)
 			ctx, sc := metricSpanContext(t, sampled)
 			m := metricsStreamed()
-			ins.record(&finished{ctx: ctx, m: m, provider: "openai", host: "api.openai.com", port: 443})
+			ins.Record(&sink.Result{Ctx: ctx, M: m, Provider: "openai", Host: "api.openai.com", Port: 443})
 			got := collectMetrics(t, reader)
 			for name, pts := range got.points {
 				for _, p := range pts {
@@ -545,10 +546,10 @@ func TestExemplars(t *testing.T) {
 // TestMetricCardinalityCaps: values from traffic stop making new series at
 // their cap; later new values are reported as the overflow value.
 func TestMetricCardinalityCaps(t *testing.T) {
-	saved := []*valueSet{requestModels, responseModels, serverAddrs, errorTypes}
+	saved := []*ValueSet{requestModels, responseModels, serverAddrs, errorTypes}
 	savedPorts := serverPorts
-	requestModels, responseModels = &valueSet{max: 2}, &valueSet{max: 2}
-	serverAddrs, errorTypes, serverPorts = &valueSet{max: 2}, &valueSet{max: 2}, &portSet{max: 2}
+	requestModels, responseModels = &ValueSet{max: 2}, &ValueSet{max: 2}
+	serverAddrs, errorTypes, serverPorts = &ValueSet{max: 2}, &ValueSet{max: 2}, &portSet{max: 2}
 	t.Cleanup(func() {
 		requestModels, responseModels, serverAddrs, errorTypes = saved[0], saved[1], saved[2], saved[3]
 		serverPorts = savedPorts
@@ -559,7 +560,7 @@ func TestMetricCardinalityCaps(t *testing.T) {
 		suffix := string(rune('a' + i%26))
 		m := &meter.Measurement{Operation: "chat", Request: meter.Request{Model: "req-" + suffix}, ResponseModel: "resp-" + suffix,
 			End: time.Second, ErrorType: "err-" + suffix, Usage: meter.Usage{InputTokens: -1, OutputTokens: -1}}
-		ins.record(&finished{ctx: context.Background(), m: m, provider: "openai", host: "h-" + suffix, port: 1000 + i})
+		ins.Record(&sink.Result{Ctx: context.Background(), M: m, Provider: "openai", Host: "h-" + suffix, Port: 1000 + i})
 	}
 	pts := collectMetrics(t, reader).points["gen_ai.client.operation.duration"]
 	values := map[string]map[any]bool{}
@@ -592,19 +593,19 @@ func TestMetricCardinalityCaps(t *testing.T) {
 	}
 }
 
-// TestRecordMetricsDisabled: with the SDK disabled nothing is built, and a
-// handler provisioned without metrics does not fail.
+// TestRecordMetricsDisabled: with the SDK disabled nothing is built, and
+// no instruments at all (a handler provisioned without metrics) do not fail.
 func TestRecordMetricsDisabled(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		h    *Handler
+		ins  *Instruments
 	}{
-		{"no instruments", &Handler{}},
-		{"disabled instruments", &Handler{metrics: &metricInstruments{}}},
+		{"no instruments", nil},
+		{"disabled instruments", &Instruments{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := &finished{ctx: context.Background(), m: metricsStreamed(), provider: "openai"}
-			if allocs := testing.AllocsPerRun(100, func() { tt.h.recordMetrics(f) }); allocs != 0 {
+			f := &sink.Result{Ctx: context.Background(), M: metricsStreamed(), Provider: "openai"}
+			if allocs := testing.AllocsPerRun(100, func() { tt.ins.Record(f) }); allocs != 0 {
 				t.Errorf("%v allocations per record, want 0", allocs)
 			}
 		})
@@ -675,10 +676,10 @@ func TestRecordAllocations(t *testing.T) {
 	}
 	ins, _ := newTestInstruments(t)
 	ctx, _ := metricSpanContext(t, true)
-	f := &finished{ctx: ctx, m: metricsStreamed(), provider: "openai", host: "api.openai.com", port: 443,
-		labels: []labelValue{{name: "team", attr: "tokentap.label.team", value: "search"}}}
-	ins.record(f)
-	if allocs := testing.AllocsPerRun(200, func() { ins.record(f) }); allocs != 0 {
+	f := &sink.Result{Ctx: ctx, M: metricsStreamed(), Provider: "openai", Host: "api.openai.com", Port: 443,
+		Labels: []sink.Label{{Name: "team", Value: "search"}}}
+	ins.Record(f)
+	if allocs := testing.AllocsPerRun(200, func() { ins.Record(f) }); allocs != 0 {
 		t.Errorf("%v allocations per exchange, want 0", allocs)
 	}
 }
@@ -708,11 +709,11 @@ func BenchmarkRecordMetrics(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			ins, _ := newTestInstruments(b)
 			ctx, _ := metricSpanContext(b, true)
-			f := &finished{ctx: ctx, m: bc.m(), provider: "openai", host: "api.openai.com", port: 443,
-				labels: []labelValue{{name: "team", attr: "tokentap.label.team", value: "search"}}}
+			f := &sink.Result{Ctx: ctx, M: bc.m(), Provider: "openai", Host: "api.openai.com", Port: 443,
+				Labels: []sink.Label{{Name: "team", Value: "search"}}}
 			b.ReportAllocs()
 			for b.Loop() {
-				ins.record(f)
+				ins.Record(f)
 			}
 		})
 	}

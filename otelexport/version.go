@@ -1,17 +1,17 @@
-package caddymodule
+package otelexport
 
 import (
 	"runtime/debug"
 	"sync"
 )
 
-// instrumentationName is the OpenTelemetry instrumentation scope of
+// InstrumentationName is the OpenTelemetry instrumentation scope of
 // tokentap's spans and metrics.
-const instrumentationName = "github.com/tokentap/tokentap"
+const InstrumentationName = "github.com/tokentap/tokentap"
 
-// version is the module version from the build info, so spans say which
+// Version is the module version from the build info, so spans say which
 // tokentap produced them.
-var version = sync.OnceValue(func() string {
+var Version = sync.OnceValue(func() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, dep := range bi.Deps {
 			if dep.Path == "github.com/tokentap/tokentap" {

@@ -1,4 +1,4 @@
-package caddymodule
+package e2e
 
 import (
 	"bytes"
@@ -12,9 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +24,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tokentap/tokentap/internal/testbin"
 	"github.com/tokentap/tokentap/simulator"
 )
 
@@ -65,7 +64,7 @@ func TestSecretsNeverExported(t *testing.T) {
 		t.Skip("builds and runs the tokentap binary")
 	}
 	filter := docLogFilter(t)
-	bin := secretsBinary(t)
+	bin := testbin.Build(t)
 	for _, tc := range []struct {
 		name string
 		// logFormat is the body of the test's log blocks: a plain JSON
@@ -139,8 +138,8 @@ const docLogFilterMarker = "<!-- TestSecretsNeverExported (caddymodule/secrets_t
 // so that what the test checks is what the doc says.
 func docLogFilter(t *testing.T) string {
 	t.Helper()
-	const doc = "../docs/telemetry.md"
-	b, err := os.ReadFile(doc)
+	const doc = "docs/telemetry.md"
+	b, err := os.ReadFile(filepath.Join(testbin.RepoRoot(t), doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,28 +258,6 @@ type artifact struct {
 	data []byte
 }
 
-func secretsBinary(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("TOKENTAP_BINARY"); bin != "" {
-		abs, err := filepath.Abs(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "tokentap")
-	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/tokentap")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the binary: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func randomSecret(t *testing.T, prefix string) string {
 	t.Helper()
 	return prefix + randomHex(t, 12)
@@ -336,10 +313,6 @@ func runSecrets(t *testing.T, bin, logFormat, options string) *secretsRun {
 	t.Helper()
 	dir := t.TempDir()
 	config := strings.NewReplacer("DIR", dir, "LOGFORMAT", logFormat, "OPTIONS", options).Replace(secretsConfig)
-	configPath := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
 
 	recv := &otlpReceiver{bodies: map[string][][]byte{}}
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", secretsOTLPPort))
@@ -350,35 +323,32 @@ func runSecrets(t *testing.T, bin, logFormat, options string) *secretsRun {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "run", "--config", configPath, "--adapter", "caddyfile")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = append(os.Environ(),
-		"HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir,
-		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-		fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", secretsOTLPPort),
-		"OTEL_EXPORTER_OTLP_HEADERS=",
-		"OTEL_SERVICE_NAME=tokentap-secrets",
-		"OTEL_TRACES_SAMPLER=always_on",
-		"OTEL_BSP_SCHEDULE_DELAY=100",
-		"OTEL_METRIC_EXPORT_INTERVAL=200",
-		captureEnv+"=",
-	)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+	var stdout, stderr testbin.Buffer
+	proc := testbin.Start(t, testbin.Config{
+		Bin:       bin,
+		Caddyfile: config,
+		Env: append(os.Environ(),
+			"HOME="+dir,
+			"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+			fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", secretsOTLPPort),
+			"OTEL_EXPORTER_OTLP_HEADERS=",
+			"OTEL_SERVICE_NAME=tokentap-secrets",
+			"OTEL_TRACES_SAMPLER=always_on",
+			"OTEL_BSP_SCHEDULE_DELAY=100",
+			"OTEL_METRIC_EXPORT_INTERVAL=200",
+			// capture_content's switch from the environment
+			// (caddymodule's captureEnv): off, so that only the
+			// capturing route captures.
+			"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=",
+		),
+		Stdout: &stdout,
+		Stderr: &stderr,
 	})
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", secretsProxyPort)
 	admin := fmt.Sprintf("http://127.0.0.1:%d", secretsAdminPort)
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", secretsProxyPort), exited, &stderr)
+	// A TCP connection, not a request: a request would add a line to the
+	// logs the test searches.
+	proc.WaitListening(t, 30*time.Second, fmt.Sprintf("127.0.0.1:%d", secretsProxyPort))
 
 	run := &secretsRun{
 		secrets: map[string]string{
@@ -427,12 +397,7 @@ func runSecrets(t *testing.T, bin, logFormat, options string) *secretsRun {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	select {
-	case <-exited:
-		stopped = true
-	case <-time.After(20 * time.Second):
-		t.Fatal("tokentap did not stop")
-	}
+	_ = proc.WaitExit(t, 20*time.Second)
 
 	run.rawTraces = recv.get("/v1/traces")
 	for _, b := range run.rawTraces {
@@ -511,8 +476,9 @@ func (run *secretsRun) send(t *testing.T, proxy string) {
 		}
 		// A trace id of the test's, which tokentap's span continues, ties
 		// each span to its request.
-		traceID := randomHex(t, 16)
-		req.Header.Set("traceparent", "00-"+traceID+"-"+traceID[:16]+"-01")
+		tr := testbin.NewTrace()
+		traceID := tr.ID
+		req.Header.Set("traceparent", tr.Traceparent())
 		if route == "/capture" && wantStatus == http.StatusOK {
 			plan, err := sim.PlanTarget(target, []byte(rq.body), nil)
 			if err != nil {
@@ -601,27 +567,6 @@ func checkCaptured(t *testing.T, a map[string]*commonpb.AnyValue, want capturedC
 	}
 	if got := a["gen_ai.system_instructions"].GetStringValue(); got != want.system {
 		t.Errorf("system instructions %q, want %q", got, want.system)
-	}
-}
-
-func waitListening(t *testing.T, addr string, exited chan error, stderr *bytes.Buffer) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("tokentap exited: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tokentap does not listen on %s: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package otelexport
+
+const raceEnabled = false
