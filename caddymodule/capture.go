@@ -122,7 +122,7 @@ func (x *exchange) prepareCapture(r *http.Request) {
 // started it over in another dialect.
 func (x *exchange) captureResponse() {
 	if x.output != nil {
-		x.meter.SetTextSink(x.output)
+		x.tap.SetTextSink(x.output)
 	}
 }
 

@@ -26,12 +26,14 @@ import (
 // from the request's goroutine only (the request body tee has its own lock),
 // so the hot path takes no lock shared with other requests.
 type exchange struct {
-	h     *Handler
-	r     *http.Request
-	info  meter.DialectInfo
-	meter meter.Meter
-	tee   *teeBody
-	span  trace.Span
+	h    *Handler
+	r    *http.Request
+	info meter.DialectInfo
+	// tap measures the exchange as its bytes pass (named so as not to
+	// shadow the meter package, which this file uses alongside it).
+	tap  meter.Meter
+	tee  *teeBody
+	span trace.Span
 	// ctx is the request's context with the exchange's span in it.
 	ctx context.Context
 
@@ -80,7 +82,7 @@ func (h *Handler) begin(r *http.Request) *exchange {
 		x.info = meter.DetectDialect(r.URL.Path)
 		x.guessed = true
 	}
-	x.meter.Init(x.info.New(), meter.Options{
+	x.tap.Init(x.info.New(), meter.Options{
 		MaxEventSize:   int(h.MaxEventSize),
 		MaxBodySize:    int(h.MaxResponseBody),
 		StallThreshold: time.Duration(h.StallThreshold),
@@ -103,10 +105,10 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 		// sent one.
 		ctx = h.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
-	op := x.meter.Dialect().Operation(r.URL.Path)
+	op := x.tap.Dialect().Operation(r.URL.Path)
 	ctx, x.span = h.tracer.Start(ctx, op,
 		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(x.meter.M.Start),
+		trace.WithTimestamp(x.tap.M.Start),
 		trace.WithAttributes(
 			semconv.GenAIOperationNameKey.String(op),
 			semconv.GenAIProviderNameKey.String(x.provider("")),
@@ -117,7 +119,7 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 	x.ctx = ctx
 	x.prepareCapture(r)
 
-	if h.InjectUsage && x.info.Name == "openai_chat" && x.meter.M.Operation != "embeddings" {
+	if h.InjectUsage && x.info.Name == "openai_chat" && x.tap.M.Operation != "embeddings" {
 		r, x.injected = x.injectUsage(r)
 	}
 	if x.fullBody == nil && r.Body != nil && r.Body != http.NoBody && h.MaxRequestBody > 0 {
@@ -145,8 +147,8 @@ func (x *exchange) safely(what string, f func()) (ok bool) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			x.broken = true
-			x.meter.Abandon()
-			x.meter.Observer().Degrade("internal_panic")
+			x.tap.Abandon()
+			x.tap.Observer().Degrade("internal_panic")
 			x.h.recordPanic(what, rec)
 		}
 	}()
@@ -185,11 +187,11 @@ func (x *exchange) readRequest() {
 	default:
 		complete = true
 	}
-	x.meter.Request(x.r.URL.Path, body, truncated)
+	x.tap.Request(x.r.URL.Path, body, truncated)
 	if x.injected {
 		// The request upstream asks for usage: the stream will carry it,
 		// so its text needs no tokenizer.
-		x.meter.M.Request.IncludeUsage = true
+		x.tap.M.Request.IncludeUsage = true
 	}
 	x.requestRead = complete || truncated
 }
@@ -207,14 +209,14 @@ func (x *exchange) response(status int, header http.Header) {
 			if d, ok := meter.DialectForMediaType(mediaType); ok {
 				// Nothing has been read yet: start over in the right dialect.
 				x.info, x.guessed = d, false
-				x.meter.Init(d.New(), x.meter.Options(), x.meter.M.Start)
+				x.tap.Init(d.New(), x.tap.Options(), x.tap.M.Start)
 				x.requestRead = false
 			}
 		}
 		x.readRequest()
 		// Before Response, which may start a decompressing goroutine.
 		x.captureResponse()
-		x.meter.Response(status, ct, ce)
+		x.tap.Response(status, ct, ce)
 		if x.injected && status == http.StatusOK && ce == "" && strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
 			max := int(x.h.MaxEventSize)
 			if max <= 0 {
@@ -223,10 +225,10 @@ func (x *exchange) response(status int, header http.Header) {
 			x.strip = &usageStripper{max: max}
 		}
 		host, port := x.upstream()
-		x.inflight = inflightFor(host, port, x.meter.M.Request.Model)
+		x.inflight = inflightFor(host, port, x.tap.M.Request.Model)
 		x.inflightAhead = x.inflight.n.Add(1) - 1
-		if model := x.meter.M.Request.Model; model != "" {
-			x.span.SetName(x.meter.M.Operation + " " + model)
+		if model := x.tap.M.Request.Model; model != "" {
+			x.span.SetName(x.tap.M.Operation + " " + model)
 		}
 	})
 	x.overhead += time.Since(t0)
@@ -238,7 +240,7 @@ func (x *exchange) feed(p []byte, at time.Time) {
 		return
 	}
 	t0 := time.Now()
-	x.safely("write", func() { x.meter.Write(p, at) })
+	x.safely("write", func() { x.tap.Write(p, at) })
 	x.overhead += time.Since(t0)
 }
 
@@ -252,7 +254,7 @@ func (x *exchange) feedWrites(held []byte, writes []heldWrite) {
 	x.safely("write", func() {
 		start := 0
 		for _, hw := range writes {
-			x.meter.Write(held[start:hw.end], hw.at)
+			x.tap.Write(held[start:hw.end], hw.at)
 			start = hw.end
 		}
 	})
@@ -282,14 +284,14 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	var m *meter.Measurement
 	x.safely("finish", func() {
 		x.readRequest()
-		m = x.meter.Finish(end, abort, errorType)
+		m = x.tap.Finish(end, abort, errorType)
 		if x.injected && m.Usage.Source == meter.UsageReported {
 			m.Usage.Source = meter.UsageInjected
 		}
 	})
 	if m == nil {
 		// The meter itself failed; end the span with what is certain.
-		m = &x.meter.M
+		m = &x.tap.M
 		if m.Outcome == meter.OutcomeUnknown {
 			m.Outcome = abort
 		}

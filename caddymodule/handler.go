@@ -227,7 +227,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	ww.measureHeld()
 	ww.flushPending()
 	switch {
-	case err == nil && x.meter.M.StatusCode == 499 && r.Context().Err() != nil:
+	case err == nil && x.tap.M.StatusCode == 499 && r.Context().Err() != nil:
 		// reverse_proxy answers for a client that left before the
 		// upstream did with a 499 of its own and no error.
 		x.finish(meter.OutcomeClientAbort, "")

@@ -54,7 +54,7 @@ func (w *responseWriter) writeStripped(p []byte, at time.Time) (int, error) {
 	s.MaxEventSize = s.max
 	client, upstream := s.Strip(p)
 	if s.Passthrough() {
-		x.meter.Observer().Degrade("inject_usage_passthrough")
+		x.tap.Observer().Degrade("inject_usage_passthrough")
 	}
 	var err error
 	if len(client) > 0 {

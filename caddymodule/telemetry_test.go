@@ -63,7 +63,7 @@ func sinkNamed(t testing.TB, h *Handler, name string) sink.Sink {
 
 // registryMeasurement is a streamed chat exchange with reported usage.
 func registryMeasurement() *meter.Measurement {
-	return &meter.Measurement{
+	m := &meter.Measurement{
 		Dialect:       "openai_chat",
 		Operation:     "chat",
 		Request:       meter.Request{Model: "gpt-4o-mini", Stream: true, HasStream: true},
@@ -80,6 +80,10 @@ func registryMeasurement() *meter.Measurement {
 		ResponseModel: "gpt-4o-mini-2024-07-18",
 		Outcome:       meter.OutcomeCompleted,
 	}
+	// Ten gaps between the eleven chunks, the largest MaxChunkGap.
+	m.ChunkGaps.Count[4], m.ChunkGaps.Sum[4] = 8, 8*120*time.Millisecond
+	m.ChunkGaps.Count[0], m.ChunkGaps.Sum[0] = 2, 15*time.Millisecond
+	return m
 }
 
 // TestHandlerMetricsOnCaddyRegistry: a provisioned handler's metrics appear

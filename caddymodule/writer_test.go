@@ -62,13 +62,13 @@ func TestWriterBatches(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if n := x.meter.M.Chunks; n != int64(tt.want[i]) {
+				if n := x.tap.M.Chunks; n != int64(tt.want[i]) {
 					t.Fatalf("after write %d the meter has read %d events, want %d", i, n, tt.want[i])
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
 			ww.measureHeld()
-			m := &x.meter.M
+			m := &x.tap.M
 			if m.Chunks != int64(len(tt.writes)) {
 				t.Errorf("at the end the meter read %d events, want %d", m.Chunks, len(tt.writes))
 			}

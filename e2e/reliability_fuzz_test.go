@@ -46,6 +46,8 @@ var fuzzTargets = []fuzzTarget{
 	{pkg: "simulator", name: "FuzzPlanTarget", decoder: "the simulator's request planning"},
 	{pkg: "meter", name: "FuzzTextSink", decoder: "the streamed text handed to capture_content, every dialect"},
 	{pkg: "capture", name: "FuzzInput", decoder: "capture_content's reading of request bodies, every dialect"},
+	{pkg: "sse", name: "FuzzSplitter", decoder: "inject_usage's event boundaries (sse.Splitter)"},
+	{pkg: "injectusage", name: "FuzzStripper", decoder: "inject_usage's removal of the usage it asked for"},
 }
 
 // TestFuzzCoverage: every registered dialect and every streaming decoder

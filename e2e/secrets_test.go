@@ -131,7 +131,7 @@ const (
 
 // docLogFilterMarker is the line of docs/telemetry.md right before the log
 // filter it recommends, a fenced `log { ... }` block.
-const docLogFilterMarker = "<!-- TestSecretsNeverExported (caddymodule/secrets_test.go) uses the block below verbatim -->"
+const docLogFilterMarker = "<!-- TestSecretsNeverExported (e2e/secrets_test.go) uses the block below verbatim -->"
 
 // docLogFilter returns the body of the log block docs/telemetry.md
 // recommends to keep API keys and query credentials out of Caddy's logs,

@@ -33,10 +33,11 @@ type Observer struct {
 }
 
 // maxTokenizedDelta bounds the delta handed to the Estimator. Counting runs
-// on the delivery path, and a tokenizer costs about a microsecond per byte
-// of text it has not seen: a broken or hostile stream's 256 KiB delta held
-// its bytes back for over 100 ms. Real deltas are a few bytes to a few
-// hundred; one over this size is counted by the heuristic instead.
+// on the delivery path, and a tokenizer's cost grows with the text it has
+// not seen, so a broken or hostile stream's huge delta would hold its bytes
+// back (docs/BENCHMARKS.md measures the longest delta allowed). Real deltas
+// are a few bytes to a few hundred; one over this size is counted by the
+// heuristic instead.
 const maxTokenizedDelta = 4 << 10
 
 // streamedTokens estimates the tokens of a streamed text fragment, s being

@@ -8,8 +8,8 @@ import (
 )
 
 // DefaultMaxRows is the row cap when Options.MaxRows is 0: enough for, say,
-// 25 models times 10 label values, with the memory bound (MemoryBound) near
-// 112 MiB.
+// 25 models times 10 label values, within the memory bound (MemoryBound)
+// that docs/live-stats.md states.
 const DefaultMaxRows = 256
 
 // Options configure a Store.
