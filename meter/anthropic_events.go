@@ -117,13 +117,13 @@ func anthropicDelta(o *Observer, d, index string) {
 		return true
 	})
 	var out string
-	visible := false
+	visible, reasoning := false, false
 	kind := TextAnswer
 	switch typ {
 	case `"text_delta"`, `"text"`:
 		out, visible = text, true
 	case `"thinking_delta"`, `"thinking"`:
-		out, kind = thinking, TextReasoning
+		out, kind, reasoning = thinking, TextReasoning, true
 	case `"input_json_delta"`:
 		// The first one of every tool_use block is "" and is not a token.
 		out, kind = partial, TextToolCallArguments
@@ -141,6 +141,9 @@ func anthropicDelta(o *Observer, d, index string) {
 		return
 	}
 	if s, ok := rawText(out); ok && s != "" {
+		if reasoning {
+			o.Reasoning()
+		}
 		o.Output(estimateText(bytesOf(s)), visible)
 		if o.capturing() {
 			o.emit(int(rawLooseInt(index)), kind, out)

@@ -268,6 +268,9 @@ func bedrockConverseDelta(o *Observer, d string, item int) {
 			tokens += EstimateTokens(bytesOf(t))
 			output = true
 			visible = visible || k == "text"
+			if kind == TextReasoning {
+				o.Reasoning()
+			}
 			o.emit(item, kind, text)
 		}
 		return true

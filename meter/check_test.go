@@ -97,6 +97,10 @@ type dialectCase struct {
 	// streams, Gemini's bodies) check them, each in its own loop.
 	outputEvents int64
 	estimated    int64
+	// streamed is StreamedOutputTokens, checked by checkRecorded where a
+	// case gives it: the output less the reasoning usage reports when none
+	// was streamed, written by hand from the payload.
+	streamed int64
 }
 
 // checkStream checks the measurement of a stream fed by replayPieces: the

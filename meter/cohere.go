@@ -83,6 +83,7 @@ func (cohereChat) Event(o *Observer, ev *sse.Event) {
 		} else {
 			thinking := rawMember(c, "thinking")
 			if n := cohereTextTokens(thinking); n > 0 {
+				o.Reasoning()
 				o.Output(n, false)
 				o.emit(0, TextReasoning, thinking)
 			}

@@ -369,6 +369,7 @@ func readGeminiPart(o *Observer, part string) (tokens int64, end int, output, vi
 		output = true
 		visible = visible || !thought
 		if thought {
+			o.Reasoning()
 			o.emit(0, TextReasoning, textRaw)
 		} else {
 			o.emit(0, TextAnswer, textRaw)

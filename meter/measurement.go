@@ -146,6 +146,12 @@ type Measurement struct {
 	// with the first output event: how much of the output arrived at
 	// FirstToken, which the decode rate must not count as decoded after it.
 	FirstEventEstimate int64
+	// ReasoningStreamed is true when some reasoning text, in full or as a
+	// summary, was streamed. When it is false, the reasoning tokens that
+	// usage reports were never streamed: OpenAI's reasoning models behind
+	// Chat Completions and the Responses API without a summary, Gemini
+	// without includeThoughts, xAI's grok-4.
+	ReasoningStreamed bool
 
 	// Usage holds the token counts and where they came from.
 	Usage Usage
@@ -179,11 +185,13 @@ type Measurement struct {
 // decoding, and so are the tokens it carried: one where a server streams a
 // token per event, several where it streams larger pieces (Anthropic's and
 // Gemini's deltas, Ollama joining the byte tokens of one character, a
-// server that batches its writes). ok is false when the rate is undefined
-// (no output after the first event, or no time between first and last).
+// server that batches its writes). So is reasoning that usage counts but
+// the stream never showed (StreamedOutputTokens). ok is false when the
+// rate is undefined (no output after the first event, or no time between
+// first and last).
 func (m *Measurement) OutputTokensPerSecond() (rate float64, ok bool) {
 	span := m.LastToken - m.FirstToken
-	n := m.Usage.OutputTokens - m.FirstEventTokens()
+	n := m.StreamedOutputTokens() - m.FirstEventTokens()
 	if n < 1 || m.FirstToken == 0 || span <= 0 {
 		return 0, false
 	}
@@ -194,23 +202,42 @@ func (m *Measurement) OutputTokensPerSecond() (rate float64, ok bool) {
 // conditions.
 func (m *Measurement) TimePerOutputToken() (time.Duration, bool) {
 	span := m.LastToken - m.FirstToken
-	n := m.Usage.OutputTokens - m.FirstEventTokens()
+	n := m.StreamedOutputTokens() - m.FirstEventTokens()
 	if n < 1 || m.FirstToken == 0 || span <= 0 {
 		return 0, false
 	}
 	return span / time.Duration(n), true
 }
 
-// FirstEventTokens is how many of the output tokens arrived with the first
-// output event: the first event's share of the estimate, applied to the
-// output count. Providers report usage per response, not per event, so
-// the share is the best reading of it, and taking a share rather than the
-// estimate itself keeps a tokenizer that counts differently from the
-// model's (or a heuristic) from skewing it. It is at least 1, since the
-// event carried output, and leaves at least one token to the rest of the
-// stream when it had more than one output event.
-func (m *Measurement) FirstEventTokens() int64 {
+// StreamedOutputTokens is the part of the output count that was generated
+// while the stream showed it: the output tokens less the reasoning tokens
+// usage reports when no reasoning text was streamed. A model that reasons
+// unseen does so before its first output event (or between built-in tool
+// calls, before the answer), so those tokens belong to time to first
+// token, not to the decode window; counting them there made a
+// hidden-reasoning stream's rate several times too high on real
+// recordings (docs/telemetry.md). Where some reasoning was streamed, even
+// as a summary, the reasoning ran while the stream was showing it and all
+// the output counts.
+func (m *Measurement) StreamedOutputTokens() int64 {
 	n := m.Usage.OutputTokens
+	if r := m.Usage.ReasoningOutputTokens; r > 0 && n > 0 && !m.ReasoningStreamed {
+		n -= min(r, n)
+	}
+	return n
+}
+
+// FirstEventTokens is how many of the streamed output tokens arrived with
+// the first output event: the first event's share of the estimate, applied
+// to StreamedOutputTokens. Providers report usage per response, not per
+// event, so the share is the best reading of it, and taking a share rather
+// than the estimate itself keeps a tokenizer that counts differently from
+// the model's (or a heuristic) from skewing it. It is at least 1, since
+// the event carried output, and leaves at least one token to the rest of
+// the stream when it had more than one output event. It is 0 when nothing
+// was streamed.
+func (m *Measurement) FirstEventTokens() int64 {
+	n := m.StreamedOutputTokens()
 	if n < 1 {
 		return 0
 	}

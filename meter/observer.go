@@ -74,6 +74,12 @@ func (o *Observer) Output(tokens int64, visible bool) {
 	m.LastToken = o.at
 }
 
+// Reasoning records that the current event carries reasoning text, in
+// full or summarized. Reasoning that usage counts but the stream never
+// showed was generated before the output that was shown, and this is how a
+// measurement tells the two apart (see OutputTokensPerSecond).
+func (o *Observer) Reasoning() { o.m.ReasoningStreamed = true }
+
 // Usage merges reported counts: fields that are negative in u are left as
 // they were, so providers that report input and output in different events
 // (Anthropic) and providers that repeat cumulative totals (Gemini) both end

@@ -132,6 +132,7 @@ func readOllamaLine(o *Observer, line []byte) {
 			// level; it is output, not answer text.
 			if n := ollamaTextTokens(v); n > 0 {
 				tokens, output = tokens+n, true
+				o.Reasoning()
 				o.emit(0, TextReasoning, v)
 			}
 		case "done":
@@ -199,6 +200,7 @@ func readOllamaMessage(o *Observer, m string) (tokens int64, output, visible boo
 		case "thinking":
 			if n := ollamaTextTokens(v); n > 0 {
 				tokens, output = tokens+n, true
+				o.Reasoning()
 				o.emit(0, TextReasoning, v)
 			}
 		case "tool_calls":

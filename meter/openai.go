@@ -248,6 +248,7 @@ func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, v
 			if t, ok := rawText(v); ok && t != "" {
 				tokens += o.streamedTokens(t)
 				output = true
+				o.Reasoning()
 				o.emit(0, TextReasoning, v)
 			}
 		case "tool_calls":
@@ -307,12 +308,14 @@ func readOpenAIContentParts(o *Observer, parts string) (tokens int64, output, vi
 			if t, ok := rawText(thinking); ok && t != "" {
 				tokens += o.streamedTokens(t)
 				output = true
+				o.Reasoning()
 				o.emit(0, TextReasoning, thinking)
 			}
 			rawValues(thinking, func(part string) bool {
 				if raw := rawMember(part, "text"); rawNonEmptyString(raw) {
 					tokens += o.streamedTokens(raw[1 : len(raw)-1])
 					output = true
+					o.Reasoning()
 					o.emit(0, TextReasoning, raw)
 				}
 				return true

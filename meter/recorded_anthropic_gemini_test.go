@@ -184,8 +184,9 @@ func TestRecordedGeminiAPI(t *testing.T) {
 			// Events 0 and 1 are text; 2 has "text":"" with a
 			// thoughtSignature and the finish. 9 + 23 + 185 = 217.
 			firstToken: 0, firstVisible: 0, lastToken: 1, outputEvents: 2,
-			usage: Usage{9, 23 + 185, -1, -1, 185, UsageReported},
-			model: "gemini-3-pro-preview", id: "bH6LaZW8Fp_3nsEPqtaSwQ4",
+			usage:    Usage{9, 23 + 185, -1, -1, 185, UsageReported},
+			streamed: 23,
+			model:    "gemini-3-pro-preview", id: "bH6LaZW8Fp_3nsEPqtaSwQ4",
 			finish: []string{"STOP"}, outcome: OutcomeCompleted, chunks: 3,
 		},
 		{
@@ -325,7 +326,9 @@ func TestRecordedVertexAI(t *testing.T) {
 			// 249 + 58 + 183 = 490.
 			firstToken: 0, firstVisible: -1, lastToken: 11, outputEvents: 8,
 			usage: Usage{249, 58 + 183, -1, -1, 183, UsageReported},
-			model: "gemini-3-flash-preview", id: "_vr4aYiWEJnYodAPkujX0QM",
+			// A thought part was streamed: all the output counts.
+			streamed: 58 + 183,
+			model:    "gemini-3-flash-preview", id: "_vr4aYiWEJnYodAPkujX0QM",
 			finish: []string{"STOP"}, outcome: OutcomeCompleted, chunks: 15,
 		},
 		{

@@ -44,7 +44,9 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				// answer's 121 deltas among its annotations.
 				firstToken: 48, firstVisible: 48, lastToken: 180, outputEvents: 121,
 				usage: Usage{31073, 4416, 3712, -1, 3712, UsageReported},
-				model: "gpt-5-mini-2025-08-07", id: "resp_0cc96ac817fdc57e00693337060a408198b92bf1f99cf1b8ec",
+				// No reasoning text: 4416 - 3712 = 704 were streamed.
+				streamed: 704,
+				model:    "gpt-5-mini-2025-08-07", id: "resp_0cc96ac817fdc57e00693337060a408198b92bf1f99cf1b8ec",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 185,
 			},
 			{
@@ -52,15 +54,17 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				// 149 code_interpreter_call_code deltas (6 to 170, three
 				// calls), then 209 output_text deltas (179 to 387).
 				firstToken: 6, firstVisible: 179, lastToken: 387, outputEvents: 149 + 209,
-				usage: Usage{6047, 1623, 2944, -1, 1408, UsageReported},
-				model: "gpt-5-nano-2025-08-07", id: "resp_68c2e6efa238819383d5f52a2c2a3baa02d3a5742c7ddae9",
+				usage:    Usage{6047, 1623, 2944, -1, 1408, UsageReported},
+				streamed: 1623 - 1408,
+				model:    "gpt-5-nano-2025-08-07", id: "resp_68c2e6efa238819383d5f52a2c2a3baa02d3a5742c7ddae9",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 393,
 			},
 			{
 				name: "gpt-5-mini file search: hidden reasoning, then text", fixture: "openai/responses_file_search.sse",
 				firstToken: 13, firstVisible: 13, lastToken: 89, outputEvents: 75,
-				usage: Usage{3737, 621, 2304, -1, 512, UsageReported},
-				model: "gpt-5-mini-2025-08-07", id: "resp_0459517ad68504ad0068cabfba22b88192836339640e9a765a",
+				usage:    Usage{3737, 621, 2304, -1, 512, UsageReported},
+				streamed: 621 - 512,
+				model:    "gpt-5-mini-2025-08-07", id: "resp_0459517ad68504ad0068cabfba22b88192836339640e9a765a",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 94,
 			},
 			{
@@ -70,8 +74,9 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				// this response), 10 and 18 stream their arguments whole,
 				// 26 to 368 the answer.
 				firstToken: 8, firstVisible: 26, lastToken: 368, outputEvents: 2 + 2 + 343,
-				usage: Usage{11791, 963, 0, -1, 512, UsageReported},
-				model: "gpt-5-mini-2025-08-07", id: "resp_0c72b1033351981300690ccf79c6d88193b7d054f4f83ad50a",
+				usage:    Usage{11791, 963, 0, -1, 512, UsageReported},
+				streamed: 963 - 512,
+				model:    "gpt-5-mini-2025-08-07", id: "resp_0c72b1033351981300690ccf79c6d88193b7d054f4f83ad50a",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 373,
 			},
 			{
@@ -91,8 +96,9 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				// output_text.done with "": 1249 output tokens, none
 				// streamed as a delta.
 				firstToken: -1, firstVisible: -1, lastToken: -1,
-				usage: Usage{2941, 1249, 1920, -1, 1024, UsageReported},
-				model: "gpt-5-2025-08-07", id: "resp_0df93c0bb83a72f20068c979db26ac819e8b5a444fad3f0d7f",
+				usage:    Usage{2941, 1249, 1920, -1, 1024, UsageReported},
+				streamed: 1249 - 1024,
+				model:    "gpt-5-2025-08-07", id: "resp_0df93c0bb83a72f20068c979db26ac819e8b5a444fad3f0d7f",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 16,
 			},
 			{
@@ -166,7 +172,9 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				// deltas (923 - 323 = 600 answer tokens).
 				firstToken: 4, firstVisible: 75, lastToken: 674, outputEvents: 66 + 600,
 				usage: Usage{216, 923, 192, -1, 323, UsageReported},
-				model: "grok-code-fast-1", id: "bf3b2b34-79d4-a45c-7be8-d1e5f96386c2",
+				// The summary was streamed: all 923 count.
+				streamed: 923,
+				model:    "grok-code-fast-1", id: "bf3b2b34-79d4-a45c-7be8-d1e5f96386c2",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 679,
 			},
 			{
@@ -174,8 +182,9 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				// 2 adds a web_search_call named web_search, already
 				// completed (xAI's shape); 6 to 264 are the answer.
 				firstToken: 6, firstVisible: 6, lastToken: 264, outputEvents: 259,
-				usage: Usage{1875, 695, 1578, -1, 397, UsageReported},
-				model: "grok-4-fast-reasoning", id: "98a8d4aa-fc8b-fd93-e673-d5a8f1c9cee8",
+				usage:    Usage{1875, 695, 1578, -1, 397, UsageReported},
+				streamed: 695 - 397,
+				model:    "grok-4-fast-reasoning", id: "98a8d4aa-fc8b-fd93-e673-d5a8f1c9cee8",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 274,
 			},
 		})
@@ -239,8 +248,9 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				name: "gpt-5-mini code interpreter: code deltas are tokens before the text", fixture: "azure/responses_code_interpreter.sse",
 				// 103 code deltas (6 to 108), 222 text deltas (115 to 336).
 				firstToken: 6, firstVisible: 115, lastToken: 336, outputEvents: 103 + 222,
-				usage: Usage{2143, 919, 1280, -1, 576, UsageReported},
-				model: "gpt-5-mini", id: "resp_0ad69c3c5fcb01f60068eba78cacd08193bf9a57724aa55ab8",
+				usage:    Usage{2143, 919, 1280, -1, 576, UsageReported},
+				streamed: 919 - 576,
+				model:    "gpt-5-mini", id: "resp_0ad69c3c5fcb01f60068eba78cacd08193bf9a57724aa55ab8",
 				finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 341,
 			},
 		})

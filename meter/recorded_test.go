@@ -27,8 +27,9 @@ func TestRecordedOpenAIChat(t *testing.T) {
 			// Event 0 carries the role and the first reasoning_content;
 			// the answer "G", "rok" is events 340 and 341.
 			firstToken: 0, firstVisible: 340, lastToken: 341,
-			usage: Usage{12, 2 + 340, 11, -1, 340, UsageReported},
-			model: "grok-3-mini", id: "f0f0f217-c24d-1fee-5fe3-28fa1d3c8c94",
+			usage:    Usage{12, 2 + 340, 11, -1, 340, UsageReported},
+			streamed: 2 + 340,
+			model:    "grok-3-mini", id: "f0f0f217-c24d-1fee-5fe3-28fa1d3c8c94",
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 345,
 		},
 		{
@@ -44,7 +45,11 @@ func TestRecordedOpenAIChat(t *testing.T) {
 			// event 1 the role with an empty content.
 			firstToken: 2, firstVisible: 2, lastToken: 5,
 			usage: Usage{15, 78, 0, -1, 64, UsageReported},
-			model: "gpt-5-nano-2025-08-07", id: "chatcmpl-CYPS1lijGoK8gd9lYzY3r9Sx50nbt",
+			// No reasoning text: 78 - 64 = 14 were streamed (the four
+			// deltas' words and, by the difference, about ten tokens of
+			// the answer's framing that no delta shows).
+			streamed: 14,
+			model:    "gpt-5-nano-2025-08-07", id: "chatcmpl-CYPS1lijGoK8gd9lYzY3r9Sx50nbt",
 			finish: []string{"stop"}, outcome: OutcomeCompleted, chunks: 9,
 		},
 		{
@@ -164,8 +169,9 @@ func TestRecordedGemini(t *testing.T) {
 		{
 			name: "gemini-3-pro-preview functionCall whole in the first chunk, CRLF framing", fixture: "google/tool_call.sse",
 			firstToken: 0, firstVisible: -1, lastToken: 0, outputEvents: 1,
-			usage: Usage{29, 15 + 45, -1, -1, 45, UsageReported},
-			model: "gemini-3-pro-preview", id: "b36LacjwM668nsEP2tbsgQQ",
+			usage:    Usage{29, 15 + 45, -1, -1, 45, UsageReported},
+			streamed: 15,
+			model:    "gemini-3-pro-preview", id: "b36LacjwM668nsEP2tbsgQQ",
 			finish: []string{"STOP"}, outcome: OutcomeCompleted, chunks: 2,
 			// EstimateTokens, by hand: weather 1; the args as written,
 			// {"location":"San Francisco"}: {" 1, location 1, ":" 2, San
@@ -203,6 +209,9 @@ func checkRecorded(t *testing.T, d recordedDialect, tests []dialectCase) {
 			}
 			if tt.estimated != 0 && m.EstimatedOutputTokens != tt.estimated {
 				t.Errorf("EstimatedOutputTokens = %d, want %d", m.EstimatedOutputTokens, tt.estimated)
+			}
+			if tt.streamed != 0 && m.StreamedOutputTokens() != tt.streamed {
+				t.Errorf("StreamedOutputTokens = %d, want %d (reasoning streamed: %v)", m.StreamedOutputTokens(), tt.streamed, m.ReasoningStreamed)
 			}
 		})
 	}

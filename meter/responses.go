@@ -126,6 +126,9 @@ func (openAIResponses) Event(o *Observer, ev *sse.Event) {
 // token. kind and index (the output item's) are for a text sink.
 func responsesOutput(o *Observer, delta string, visible bool, kind TextKind, index string) {
 	if s, ok := rawText(delta); ok && s != "" {
+		if kind == TextReasoning {
+			o.Reasoning()
+		}
 		o.Output(estimateText(bytesOf(s)), visible)
 		if o.capturing() {
 			o.emit(int(rawLooseInt(index)), kind, delta)
