@@ -114,14 +114,13 @@ func TestRecordedAnthropicMessages(t *testing.T) {
 			// compaction_delta with the whole summary (generated: its
 			// sampling is usage.iterations[0], 522 output tokens); 5
 			// starts the text block, 6 to 745 are 739 text deltas (286 is
-			// a ping). The usage is the docs' rule, the last
-			// message_delta's top-level figures, 612 and 2819: those of
-			// the final iteration only. The compaction iteration's 60385
-			// input and 522 output tokens are only in
-			// usage.iterations[0], which docs/telemetry.md does not read
-			// (the billed totals would be 60997 and 3341).
+			// a ping). The last message_delta's top-level figures, 612
+			// and 2819, are the final iteration's only; the compaction
+			// iteration's 60385 input and 522 output tokens are in
+			// usage.iterations[0]. Anthropic bills the sum over the
+			// iterations, and that is the count.
 			firstToken: 3, firstVisible: 6, lastToken: 745, outputEvents: 1 + 739,
-			usage: Usage{612, 2819, 0, 0, -1, UsageReported},
+			usage: Usage{60385 + 612, 522 + 2819, 0, 0, -1, UsageReported},
 			model: "claude-opus-4-6", id: "msg_01WJn2D9FrjipEZ9u51siJHC",
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 749,
 		},

@@ -20,6 +20,11 @@ type usageNames struct {
 	// details is the object that breaks the output count down, and
 	// reasoning its member for the reasoning (thinking) tokens.
 	details, reasoning string
+	// iterations is the list of the samplings one response took, each a
+	// usage object with the same names, when the top-level counts are
+	// only the last sampling's (Anthropic's server-side compaction: the
+	// summary is sampled first, on the whole conversation).
+	iterations string
 }
 
 // anthropicUsage names the usage fields of Anthropic's Messages API, used
@@ -33,6 +38,10 @@ var anthropicUsage = usageNames{
 	// output_tokens, as recorded responses show (testdata/recorded).
 	details:   "output_tokens_details",
 	reasoning: "thinking_tokens",
+	// With compaction the top-level counts leave out the compaction
+	// sampling; Anthropic bills the sum over usage.iterations
+	// (docs/telemetry.md, testdata/recorded/anthropic/compaction.sse).
+	iterations: "iterations",
 }
 
 // read merges the usage object u, whose fields are named by names, and
@@ -41,7 +50,12 @@ var anthropicUsage = usageNames{
 func (p *usageParts) read(o *Observer, u string, names usageNames) {
 	out := unknownUsage
 	found := false
+	var iterations string
 	rawMembers(u, func(k, v string) bool {
+		if k == names.iterations && names.iterations != "" && names.output != "" {
+			iterations = v
+			return true
+		}
 		if k == names.details && names.details != "" {
 			if n, ok := rawCount(rawMember(v, names.reasoning)); ok {
 				out.ReasoningOutputTokens, found = n, true
@@ -72,5 +86,35 @@ func (p *usageParts) read(o *Observer, u string, names usageNames) {
 	}
 	out.CacheReadInputTokens = p.cacheRead
 	out.CacheCreationInputTokens = p.cacheWrite
+	if rawKindOf(iterations) == kindArray {
+		sumIterations(&out, iterations, names)
+	}
 	o.Usage(out)
+}
+
+// sumIterations replaces out's input, output and cache counts with their
+// sums over the iterations list, when every iteration reports input and
+// output: one that does not would make the sum an undercount, and the
+// top-level counts are then left as the provider gave them.
+func sumIterations(out *Usage, iterations string, names usageNames) {
+	var in, outTokens, read, write int64
+	n, complete := 0, true
+	rawValues(iterations, func(it string) bool {
+		i, okIn := rawCount(rawMember(it, names.input))
+		o, okOut := rawCount(rawMember(it, names.output))
+		if !okIn || !okOut {
+			complete = false
+			return false
+		}
+		r, _ := rawCount(rawMember(it, names.cacheRead))
+		w, _ := rawCount(rawMember(it, names.cacheWrite))
+		in, outTokens, read, write = in+i+r+w, outTokens+o, read+r, write+w
+		n++
+		return true
+	})
+	if n == 0 || !complete {
+		return
+	}
+	out.InputTokens, out.OutputTokens = in, outTokens
+	out.CacheReadInputTokens, out.CacheCreationInputTokens = read, write
 }
