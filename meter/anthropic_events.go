@@ -188,14 +188,8 @@ func anthropicMessage(o *Observer, usage *usageParts, msg string, whole bool) (t
 	rawMembers(msg, func(k, v string) bool {
 		var b rawBuf
 		switch k {
-		case "id":
-			if s, ok := rawStr(v, b[:0]); ok {
-				o.ResponseID(s)
-			}
-		case "model":
-			if s, ok := rawStr(v, b[:0]); ok {
-				o.Model(s)
-			}
+		case "id", "model":
+			o.identity(k, v)
 		case "stop_reason":
 			if s, ok := rawStr(v, b[:0]); ok {
 				o.FinishReason(0, s)

@@ -74,6 +74,20 @@ func (o *Observer) Output(tokens int64, visible bool) {
 	m.LastToken = o.at
 }
 
+// identity reads the member k, "id" or "model", the names every JSON
+// dialect gives the response's id and model in its chunks and bodies.
+func (o *Observer) identity(k, v string) {
+	var b rawBuf
+	s, ok := rawStr(v, b[:0])
+	switch {
+	case !ok:
+	case k == "id":
+		o.ResponseID(s)
+	case k == "model":
+		o.Model(s)
+	}
+}
+
 // Reasoning records that the current event carries reasoning text, in
 // full or summarized. Reasoning that usage counts but the stream never
 // showed was generated before the output that was shown, and this is how a

@@ -115,10 +115,7 @@ func readOllamaLine(o *Observer, line []byte) {
 	rawMembers(view(line), func(k, v string) bool {
 		switch k {
 		case "model":
-			var b rawBuf
-			if m, ok := rawStr(v, b[:0]); ok {
-				o.Model(m)
-			}
+			o.identity(k, v)
 		case "message":
 			n, out, vis := readOllamaMessage(o, v)
 			tokens, output, visible = tokens+n, output || out, visible || vis

@@ -108,14 +108,8 @@ func readOpenAIChunk(o *Observer, s string) {
 		v := rawValueAt(rest)
 		var b rawBuf
 		switch k {
-		case "id":
-			if id, ok := rawStr(v, b[:0]); ok {
-				o.ResponseID(id)
-			}
-		case "model":
-			if m, ok := rawStr(v, b[:0]); ok {
-				o.Model(m)
-			}
+		case "id", "model":
+			o.identity(k, v)
 		case "usage":
 			if rawKindOf(v) == kindObject {
 				usage, hasUsage = readOpenAIUsage(v), true

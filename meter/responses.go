@@ -255,16 +255,9 @@ func (openAIResponses) Body(o *Observer, body []byte) {
 func readResponsesObject(o *Observer, r string, final bool) {
 	var status, reason, errObj string
 	rawMembers(r, func(k, v string) bool {
-		var b rawBuf
 		switch k {
-		case "id":
-			if s, ok := rawStr(v, b[:0]); ok {
-				o.ResponseID(s)
-			}
-		case "model":
-			if s, ok := rawStr(v, b[:0]); ok {
-				o.Model(s)
-			}
+		case "id", "model":
+			o.identity(k, v)
 		case "usage":
 			if len(v) > 0 && v[0] == '{' {
 				o.Usage(readResponsesUsage(v))
