@@ -4,14 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/internal/measuretest"
 	"github.com/tokentap/tokentap/otelexport"
 	"github.com/tokentap/tokentap/sink"
 )
@@ -61,31 +60,6 @@ func sinkNamed(t testing.TB, h *Handler, name string) sink.Sink {
 	return nil
 }
 
-// registryMeasurement is a streamed chat exchange with reported usage.
-func registryMeasurement() *meter.Measurement {
-	m := &meter.Measurement{
-		Dialect:       "openai_chat",
-		Operation:     "chat",
-		Request:       meter.Request{Model: "gpt-4o-mini", Stream: true, HasStream: true},
-		StatusCode:    200,
-		Streamed:      true,
-		FirstByte:     90 * time.Millisecond,
-		FirstChunk:    100 * time.Millisecond,
-		FirstToken:    120 * time.Millisecond,
-		LastToken:     1120 * time.Millisecond,
-		End:           1200 * time.Millisecond,
-		Chunks:        11,
-		MaxChunkGap:   150 * time.Millisecond,
-		Usage:         meter.Usage{InputTokens: 50, OutputTokens: 101, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageReported},
-		ResponseModel: "gpt-4o-mini-2024-07-18",
-		Outcome:       meter.OutcomeCompleted,
-	}
-	// Ten gaps between the eleven chunks, the largest MaxChunkGap.
-	m.ChunkGaps.Count[4], m.ChunkGaps.Sum[4] = 8, 8*120*time.Millisecond
-	m.ChunkGaps.Count[0], m.ChunkGaps.Sum[0] = 2, 15*time.Millisecond
-	return m
-}
-
 // TestHandlerMetricsOnCaddyRegistry: a provisioned handler's metrics appear
 // on its config's registry under their Prometheus names, and leave it with
 // the handler.
@@ -97,7 +71,7 @@ func TestHandlerMetricsOnCaddyRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := ctx.GetMetricsRegistry()
-	sinkNamed(t, h, "metrics").Record(&sink.Result{Ctx: context.Background(), M: registryMeasurement(), Provider: "registry-test", Host: "api.openai.com", Port: 443,
+	sinkNamed(t, h, "metrics").Record(&sink.Result{Ctx: context.Background(), M: measuretest.Streamed(), Provider: "registry-test", Host: "api.openai.com", Port: 443,
 		Labels: []sink.Label{{Name: "team", Value: "search"}}})
 
 	mfs, err := reg.Gather()

@@ -22,16 +22,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// sharedMeter is the process-wide MeterProvider, shared and counted like
-// sharedTracer (tracer.go) for the same reason: Caddy provisions a
-// new handler for every config load, and cumulative metrics must continue
-// across reloads instead of starting over or being exported twice. The
-// last handler to go flushes and shuts it down.
-var sharedMeter struct {
-	mu   sync.Mutex
-	refs int
-	p    *MeterPipeline
-}
+// sharedMeter is the process-wide MeterProvider: cumulative metrics must
+// continue across reloads instead of starting over or being exported
+// twice (shared.go).
+var sharedMeter = shared[*MeterPipeline]{what: "metric exporter"}
 
 // MeterPipeline is what hangs off the shared MeterProvider.
 type MeterPipeline struct {
@@ -62,40 +56,13 @@ var MetricReadersOverride func() []sdkmetric.Reader
 // first use, and a release function to call once the caller is done with
 // it.
 func AcquireMeterProvider(ctx context.Context, logger *zap.Logger) (*MeterPipeline, func(), error) {
-	s := &sharedMeter
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refs == 0 {
+	return sharedMeter.acquire(logger, func() (*MeterPipeline, func(context.Context) error, error) {
 		p, err := newMeterPipeline(ctx, logger)
 		if err != nil {
 			return nil, nil, err
 		}
-		s.p = p
-	}
-	s.refs++
-	p := s.p
-	var once sync.Once
-	return p, func() { once.Do(func() { releaseMeterProvider(logger) }) }, nil
-}
-
-func releaseMeterProvider(logger *zap.Logger) {
-	s := &sharedMeter
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refs--
-	if s.refs > 0 {
-		return
-	}
-	p := s.p
-	s.p = nil
-	if p == nil || p.shutdown == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.shutdown(ctx); err != nil {
-		logger.Warn("shutting down the metric exporter", zap.Error(err))
-	}
+		return p, p.shutdown, nil
+	})
 }
 
 // newMeterPipeline builds the MeterProvider from the standard OTEL_*

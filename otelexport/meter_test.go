@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/tokentap/tokentap/internal/measuretest"
 	"github.com/tokentap/tokentap/internal/otlpsink"
 	"github.com/tokentap/tokentap/sink"
 )
@@ -34,17 +35,8 @@ func init() {
 func withoutMeterOverride(t *testing.T) {
 	saved := MetricReadersOverride
 	MetricReadersOverride = nil
-	s := &sharedMeter
-	s.mu.Lock()
-	refs, p := s.refs, s.p
-	s.refs, s.p = 0, nil
-	s.mu.Unlock()
-	t.Cleanup(func() {
-		MetricReadersOverride = saved
-		s.mu.Lock()
-		s.refs, s.p = refs, p
-		s.mu.Unlock()
-	})
+	sharedMeter.setAside(t)
+	t.Cleanup(func() { MetricReadersOverride = saved })
 	for _, k := range []string{"OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
 		"OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "OTEL_EXPORTER_OTLP_ENDPOINT",
 		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
@@ -121,7 +113,7 @@ func TestConsoleExporter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Instruments.Record(&sink.Result{Ctx: context.Background(), M: metricsStreamed(), Provider: "openai"})
+	p.Instruments.Record(&sink.Result{Ctx: context.Background(), M: measuretest.Streamed(), Provider: "openai"})
 	release()
 	b := output()
 	for _, want := range []string{"gen_ai.client.operation.duration", "tokentap.output_tokens_per_second", `"service.name"`} {
@@ -203,7 +195,7 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 				t.Fatal("two handlers got two pipelines")
 			}
 			ctx, sc := metricSpanContext(t, true)
-			f := &sink.Result{Ctx: ctx, M: metricsStreamed(), Provider: "openai", Host: "api.openai.com", Port: 443}
+			f := &sink.Result{Ctx: ctx, M: measuretest.Streamed(), Provider: "openai", Host: "api.openai.com", Port: 443}
 			p1.Instruments.Record(f)
 			release1()
 			release1() // idempotent: Caddy may clean up twice after a failed load
@@ -239,8 +231,8 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 			if len(pt.Exemplars) == 0 || pt.Exemplars[0].TraceID != sc.TraceID().String() {
 				t.Errorf("exemplars %+v, want the span's trace %s", pt.Exemplars, sc.TraceID())
 			}
-			if sharedMeter.refs != 0 || sharedMeter.p != nil {
-				t.Errorf("refs %d pipeline %v after the last release", sharedMeter.refs, sharedMeter.p)
+			if !sharedMeter.empty() {
+				t.Errorf("%d holders of the pipeline after the last release", sharedMeter.holders())
 			}
 			// Recording after shutdown is harmless and exports nothing.
 			p2.Instruments.Record(f)
@@ -270,7 +262,7 @@ func TestMetricExportFailuresLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &sink.Result{Ctx: context.Background(), M: metricsStreamed(), Provider: "openai"}
+	f := &sink.Result{Ctx: context.Background(), M: measuretest.Streamed(), Provider: "openai"}
 	deadline := time.Now().Add(10 * time.Second)
 	for logs.FilterMessageSnippet("exporting metrics failed").Len() == 0 && time.Now().Before(deadline) {
 		p.Instruments.Record(f)
@@ -342,7 +334,7 @@ func TestPrometheusRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer release()
-	p.Instruments.Record(&sink.Result{Ctx: context.Background(), M: metricsStreamed(), Provider: "registration-test"})
+	p.Instruments.Record(&sink.Result{Ctx: context.Background(), M: measuretest.Streamed(), Provider: "registration-test"})
 	has := func(reg *prometheus.Registry) bool {
 		t.Helper()
 		mfs, err := reg.Gather()

@@ -16,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tokentap/tokentap/internal/measuretest"
 	"github.com/tokentap/tokentap/meter"
 	"github.com/tokentap/tokentap/sink"
 )
@@ -116,7 +117,7 @@ func metricAttrMap(s attribute.Set) map[string]any {
 func TestMetricInstruments(t *testing.T) {
 	ins, reader := newTestInstruments(t)
 	ctx, _ := metricSpanContext(t, true)
-	m := metricsStreamed()
+	m := measuretest.Streamed()
 	ins.Record(&sink.Result{Ctx: ctx, M: m, Provider: "openai", Host: "api.openai.com", Port: 443})
 	got := collectMetrics(t, reader)
 	tests := []struct {
@@ -201,39 +202,6 @@ func TestBucketResolution(t *testing.T) {
 	}
 }
 
-// metricsStreamed is a completed OpenAI-style stream: 101 output tokens
-// from 120 ms to 1120 ms, 10 chunks 100 ms apart and the terminator.
-func metricsStreamed() *meter.Measurement {
-	m := &meter.Measurement{
-		Dialect:       "openai_chat",
-		Operation:     "chat",
-		Request:       meter.Request{Model: "gpt-4o-mini", Stream: true, HasStream: true},
-		StatusCode:    200,
-		Streamed:      true,
-		FirstByte:     90 * time.Millisecond,
-		FirstChunk:    100 * time.Millisecond,
-		FirstToken:    120 * time.Millisecond,
-		LastToken:     1120 * time.Millisecond,
-		End:           1200 * time.Millisecond,
-		Chunks:        11,
-		MaxChunkGap:   150 * time.Millisecond,
-		Usage:         metricsUsage(50, 101, meter.UsageReported),
-		ResponseModel: "gpt-4o-mini-2024-07-18",
-		Outcome:       meter.OutcomeCompleted,
-	}
-	// Ten gaps: eight of 80-160 ms (bucket 4), one of 10 ms, one of 5 ms.
-	m.ChunkGaps.Count[4], m.ChunkGaps.Sum[4] = 8, 8*120*time.Millisecond
-	m.ChunkGaps.Count[0], m.ChunkGaps.Sum[0] = 2, 15*time.Millisecond
-	return m
-}
-
-// metricsUsage is usage without cache or reasoning counts (-1: not
-// reported): the metrics record only input and output tokens, so those are
-// all a case has to say.
-func metricsUsage(input, output int64, source meter.UsageSource) meter.Usage {
-	return meter.Usage{InputTokens: input, OutputTokens: output, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: source}
-}
-
 // TestMetricPoints: what each kind of exchange records, with which
 // attributes and values.
 func TestMetricPoints(t *testing.T) {
@@ -274,7 +242,7 @@ func TestMetricPoints(t *testing.T) {
 		}
 		return want{a, 1, n}
 	}
-	// streamed is what metricsStreamed records, every point with attrs:
+	// streamed is what measuretest.Streamed records, every point with attrs:
 	// the five timing points, its output rate at outputRate tokens/s, and
 	// the token usage points given (none: no token usage recorded).
 	streamed := func(attrs map[string]any, outputRate float64, usage ...want) map[string][]want {
@@ -304,14 +272,14 @@ func TestMetricPoints(t *testing.T) {
 	}{
 		{
 			name:  "stream with reported usage",
-			m:     metricsStreamed,
+			m:     measuretest.Streamed,
 			attrs: base,
 			want:  streamed(base, 100, tokens(base, "input", 50), tokens(base, "output", 101)),
 		},
 		{
 			name: "stream with usage injected on request",
 			m: func() *meter.Measurement {
-				m := metricsStreamed()
+				m := measuretest.Streamed()
 				m.Usage.Source = meter.UsageInjected
 				return m
 			},
@@ -321,8 +289,8 @@ func TestMetricPoints(t *testing.T) {
 		{
 			name: "stream without usage: estimated output, no token usage",
 			m: func() *meter.Measurement {
-				m := metricsStreamed()
-				m.Usage = metricsUsage(-1, 51, meter.UsageEstimated)
+				m := measuretest.Streamed()
+				m.Usage = measuretest.Usage(-1, 51, meter.UsageEstimated)
 				return m
 			},
 			want: streamed(estimated, 50),
@@ -330,8 +298,8 @@ func TestMetricPoints(t *testing.T) {
 		{
 			name: "estimated output with reported input: only the input metricPoint",
 			m: func() *meter.Measurement {
-				m := metricsStreamed()
-				m.Usage = metricsUsage(12, 51, meter.UsageEstimated)
+				m := measuretest.Streamed()
+				m.Usage = measuretest.Usage(12, 51, meter.UsageEstimated)
 				return m
 			},
 			want: streamed(estimated, 50, tokens(estimated, "input", 12)),
@@ -342,7 +310,7 @@ func TestMetricPoints(t *testing.T) {
 				return &meter.Measurement{
 					Operation: "chat", Request: meter.Request{Model: "gpt-4o-mini"},
 					StatusCode: 200, FirstByte: 700 * time.Millisecond, End: 750 * time.Millisecond,
-					Usage:         metricsUsage(20, 7, meter.UsageReported),
+					Usage:         measuretest.Usage(20, 7, meter.UsageReported),
 					ResponseModel: "gpt-4o-mini-2024-07-18", Outcome: meter.OutcomeCompleted,
 				}
 			},
@@ -357,7 +325,7 @@ func TestMetricPoints(t *testing.T) {
 				return &meter.Measurement{
 					Operation: "chat", Request: meter.Request{Model: "gpt-4o-mini", Stream: true},
 					StatusCode: 429, FirstByte: 30 * time.Millisecond, End: 31 * time.Millisecond,
-					Usage:   metricsUsage(-1, -1, meter.UsageAbsent),
+					Usage:   measuretest.Usage(-1, -1, meter.UsageAbsent),
 					Outcome: meter.OutcomeUpstreamError, ErrorType: "429",
 				}
 			},
@@ -373,7 +341,7 @@ func TestMetricPoints(t *testing.T) {
 					StatusCode: 200, Streamed: true, FirstByte: 40 * time.Millisecond, FirstChunk: 40 * time.Millisecond, End: 60 * time.Millisecond,
 					Chunks: 2, MaxChunkGap: 20 * time.Millisecond,
 					ChunkGaps:     meter.ChunkGaps{Count: [meter.ChunkGapBuckets]uint32{1: 1}, Sum: [meter.ChunkGapBuckets]time.Duration{1: 20 * time.Millisecond}},
-					Usage:         metricsUsage(9, -1, meter.UsageReported),
+					Usage:         measuretest.Usage(9, -1, meter.UsageReported),
 					ResponseModel: "gpt-4o-mini-2024-07-18", Outcome: meter.OutcomeUpstreamError, ErrorType: "server_error",
 				}
 			},
@@ -389,7 +357,7 @@ func TestMetricPoints(t *testing.T) {
 			m: func() *meter.Measurement {
 				return &meter.Measurement{
 					Operation: "chat", Request: meter.Request{Model: "gpt-4o-mini"}, End: 3 * time.Millisecond,
-					Usage:   metricsUsage(-1, -1, meter.UsageAbsent),
+					Usage:   measuretest.Usage(-1, -1, meter.UsageAbsent),
 					Outcome: meter.OutcomeUpstreamError, ErrorType: "502",
 				}
 			},
@@ -404,7 +372,7 @@ func TestMetricPoints(t *testing.T) {
 			m: func() *meter.Measurement {
 				return &meter.Measurement{
 					Operation: "chat", Request: meter.Request{Model: "gpt\xff-4o"}, End: time.Second,
-					Usage:         metricsUsage(-1, -1, meter.UsageAbsent),
+					Usage:         measuretest.Usage(-1, -1, meter.UsageAbsent),
 					ResponseModel: "\xc3(", Outcome: meter.OutcomeCompleted,
 				}
 			},
@@ -515,7 +483,7 @@ func TestExemplars(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ins, reader := newTestInstruments(t)
 			ctx, sc := metricSpanContext(t, sampled)
-			m := metricsStreamed()
+			m := measuretest.Streamed()
 			ins.Record(&sink.Result{Ctx: ctx, M: m, Provider: "openai", Host: "api.openai.com", Port: 443})
 			got := collectMetrics(t, reader)
 			for name, pts := range got.points {
@@ -604,7 +572,7 @@ func TestRecordMetricsDisabled(t *testing.T) {
 		{"disabled instruments", &Instruments{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := &sink.Result{Ctx: context.Background(), M: metricsStreamed(), Provider: "openai"}
+			f := &sink.Result{Ctx: context.Background(), M: measuretest.Streamed(), Provider: "openai"}
 			if allocs := testing.AllocsPerRun(100, func() { tt.ins.Record(f) }); allocs != 0 {
 				t.Errorf("%v allocations per record, want 0", allocs)
 			}
@@ -676,7 +644,7 @@ func TestRecordAllocations(t *testing.T) {
 	}
 	ins, _ := newTestInstruments(t)
 	ctx, _ := metricSpanContext(t, true)
-	f := &sink.Result{Ctx: ctx, M: metricsStreamed(), Provider: "openai", Host: "api.openai.com", Port: 443,
+	f := &sink.Result{Ctx: ctx, M: measuretest.Streamed(), Provider: "openai", Host: "api.openai.com", Port: 443,
 		Labels: []sink.Label{{Name: "team", Value: "search"}}}
 	ins.Record(f)
 	if allocs := testing.AllocsPerRun(200, func() { ins.Record(f) }); allocs != 0 {
@@ -693,14 +661,14 @@ func BenchmarkRecordMetrics(b *testing.B) {
 		m    func() *meter.Measurement
 	}{
 		{"stream of 41 chunks", func() *meter.Measurement {
-			m := metricsStreamed()
+			m := measuretest.Streamed()
 			m.Chunks = 41
 			m.ChunkGaps = meter.ChunkGaps{}
 			m.ChunkGaps.Count[3], m.ChunkGaps.Sum[3] = 40, 40*50*time.Millisecond
 			return m
 		}},
 		{"non-streamed", func() *meter.Measurement {
-			m := metricsStreamed()
+			m := measuretest.Streamed()
 			m.Streamed, m.FirstChunk, m.FirstToken, m.LastToken, m.Chunks = false, 0, 0, 0, 0
 			m.ChunkGaps = meter.ChunkGaps{}
 			return m

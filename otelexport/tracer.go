@@ -6,8 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -20,16 +18,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// sharedTracer is the process-wide TracerProvider. Caddy provisions a new
-// handler for every config load and cleans up the old one afterwards, so a
-// provider per handler would drop or duplicate spans on each reload; instead
-// handlers share one, counted, and the last to go flushes and shuts it down.
-var sharedTracer struct {
-	mu       sync.Mutex
-	refs     int
-	provider trace.TracerProvider
-	shutdown func(context.Context) error
-}
+// sharedTracer is the process-wide TracerProvider: one per handler would
+// drop or duplicate spans on each reload (shared.go).
+var sharedTracer = shared[trace.TracerProvider]{what: "trace exporter"}
 
 // TracerProviderOverride, when set before the shared provider is built,
 // is used instead of one built from the environment: tests capture spans
@@ -41,44 +32,25 @@ var TracerProviderOverride trace.TracerProvider
 // it (for a Caddy handler, once its config is unloaded and its last
 // exchange has ended).
 func AcquireTracerProvider(ctx context.Context, logger *zap.Logger) (trace.TracerProvider, func(), error) {
-	s := &sharedTracer
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refs == 0 {
-		// The exporter is built only when a provider is really needed, so
-		// reloads do not start exporter goroutines that are never used.
+	// The exporter is built only when a provider is really needed, so
+	// reloads do not start exporter goroutines that are never used.
+	return sharedTracer.acquire(logger, func() (trace.TracerProvider, func(context.Context) error, error) {
 		tp, shutdown, err := newTracerProvider(ctx, logger)
-		if err != nil {
-			return nil, nil, err
+		if err != nil || shutdown == nil {
+			return tp, shutdown, err
 		}
-		s.provider, s.shutdown = tp, shutdown
-	}
-	s.refs++
-	var once sync.Once
-	return s.provider, func() { once.Do(func() { releaseTracerProvider(logger) }) }, nil
+		return tp, func(ctx context.Context) error {
+			err := shutdown(ctx)
+			logSpansLost(logger)
+			return err
+		}, nil
+	})
 }
 
-func releaseTracerProvider(logger *zap.Logger) {
-	s := &sharedTracer
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refs--
-	if s.refs > 0 {
-		return
-	}
-	shutdown := s.shutdown
-	s.provider, s.shutdown = nil, nil
-	if shutdown == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := shutdown(ctx); err != nil {
-		logger.Warn("shutting down the trace exporter", zap.Error(err))
-	}
-	// What the process lost so far, once per shutdown (the last config
-	// unloaded or the process exiting): the lines logged along the way
-	// are rate-limited, so only this one has the totals.
+// logSpansLost logs what the process lost so far, once per shutdown (the
+// last config unloaded or the process exiting): the lines logged along the
+// way are rate-limited, so only this one has the totals.
+func logSpansLost(logger *zap.Logger) {
 	if c := SpanExportCounts(); c.Dropped > 0 || c.Failed > 0 {
 		logger.Warn("trace export stopped; spans were lost",
 			zap.Int64("exported", c.Exported),
@@ -240,11 +212,5 @@ func positiveEnv(name string, def int) (int, error) {
 // MeterProvider have now. Every acquire must be released, across reloads
 // and streams that outlive their config; the adapter's tests check it here.
 func Holders() (tracer, meter int) {
-	sharedTracer.mu.Lock()
-	tracer = sharedTracer.refs
-	sharedTracer.mu.Unlock()
-	sharedMeter.mu.Lock()
-	meter = sharedMeter.refs
-	sharedMeter.mu.Unlock()
-	return tracer, meter
+	return sharedTracer.holders(), sharedMeter.holders()
 }

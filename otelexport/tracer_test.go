@@ -19,17 +19,8 @@ import (
 func withoutOverride(t *testing.T) {
 	saved := TracerProviderOverride
 	TracerProviderOverride = nil
-	s := &sharedTracer
-	s.mu.Lock()
-	refs, provider, shutdown := s.refs, s.provider, s.shutdown
-	s.refs, s.provider, s.shutdown = 0, nil, nil
-	s.mu.Unlock()
-	t.Cleanup(func() {
-		TracerProviderOverride = saved
-		s.mu.Lock()
-		s.refs, s.provider, s.shutdown = refs, provider, shutdown
-		s.mu.Unlock()
-	})
+	sharedTracer.setAside(t)
+	t.Cleanup(func() { TracerProviderOverride = saved })
 }
 
 func TestNewTracerProviderFromEnv(t *testing.T) {
@@ -152,8 +143,8 @@ func TestSharedProviderLifetime(t *testing.T) {
 			t.Errorf("resource %v: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES must win", sp.Resource)
 		}
 	}
-	if sharedTracer.refs != 0 || sharedTracer.provider != nil {
-		t.Errorf("refs %d provider %v after the last release", sharedTracer.refs, sharedTracer.provider)
+	if !sharedTracer.empty() {
+		t.Errorf("%d holders of the provider after the last release", sharedTracer.holders())
 	}
 	_, span = tp2.Tracer("t").Start(context.Background(), "after shutdown")
 	if span.IsRecording() {
