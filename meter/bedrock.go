@@ -250,8 +250,7 @@ func (b *bedrock) readConverseEvent(o *Observer, typ []byte, s string) {
 // signature or redacted reasoning is not generated text. item is the
 // content block's index, for a text sink.
 func bedrockConverseDelta(o *Observer, d string, item int) {
-	var tokens int64
-	var output, visible bool
+	var out eventOutput
 	rawMembers(d, func(k, v string) bool {
 		var text string
 		kind := TextAnswer
@@ -265,9 +264,7 @@ func bedrockConverseDelta(o *Observer, d string, item int) {
 			text, kind = rawMember(v, "input"), TextToolCallArguments
 		}
 		if t, ok := rawText(text); ok && t != "" {
-			tokens += EstimateTokens(bytesOf(t))
-			output = true
-			visible = visible || k == "text"
+			out.add(EstimateTokens(bytesOf(t)), k == "text")
 			if kind == TextReasoning {
 				o.Reasoning()
 			}
@@ -275,9 +272,7 @@ func bedrockConverseDelta(o *Observer, d string, item int) {
 		}
 		return true
 	})
-	if output {
-		o.Output(tokens, visible)
-	}
+	out.report(o)
 }
 
 // readConverseMetadata reads the usage and metrics of the metadata event
@@ -356,8 +351,7 @@ func (b *bedrock) readChunk(o *Observer, s string) {
 func (b *bedrock) readNative(o *Observer, s string) {
 	var claude anthropicEvent
 	var metrics string
-	var tokens int64
-	var output bool
+	var out eventOutput
 	rawMembers(s, func(k, v string) bool {
 		switch k {
 		case "amazon-bedrock-invocationMetrics":
@@ -365,8 +359,7 @@ func (b *bedrock) readNative(o *Observer, s string) {
 		case "generation":
 			// Llama's text. Its first chunk is often "".
 			if t, ok := rawText(v); ok && t != "" {
-				tokens += EstimateTokens(bytesOf(t))
-				output = true
+				out.add(EstimateTokens(bytesOf(t)), true)
 				o.emit(0, TextAnswer, v)
 			}
 		case "stop_reason":
@@ -379,9 +372,7 @@ func (b *bedrock) readNative(o *Observer, s string) {
 		}
 		return true
 	})
-	if output {
-		o.Output(tokens, true)
-	}
+	out.report(o)
 	claude.read(o, &b.usage, nil)
 	if rawKindOf(metrics) == kindObject {
 		b.readInvocationMetrics(o, metrics)

@@ -207,15 +207,11 @@ func (cohereChat) Body(o *Observer, body []byte) {
 		o.Degrade("body_not_json")
 		return
 	}
-	var tokens int64
-	var output, visible bool
+	var out eventOutput
 	rawMembers(view(body), func(k, v string) bool {
 		switch k {
 		case "id":
-			var b rawBuf
-			if id, ok := rawStr(v, b[:0]); ok {
-				o.ResponseID(id)
-			}
+			o.identity(k, v)
 		case "finish_reason":
 			readCohereFinish(o, v)
 		case "usage":
@@ -227,17 +223,17 @@ func (cohereChat) Body(o *Observer, body []byte) {
 			// The plan comes before the answer it leads to.
 			plan := rawMember(v, "tool_plan")
 			if n := cohereTextTokens(plan); n > 0 {
-				tokens, output = tokens+n, true
+				out.add(n, false)
 				o.emit(0, TextReasoning, plan)
 			}
 			rawValues(rawMember(v, "content"), func(part string) bool {
 				text, thinking := rawMember(part, "text"), rawMember(part, "thinking")
 				if n := cohereTextTokens(thinking); n > 0 {
-					tokens, output = tokens+n, true
+					out.add(n, false)
 					o.emit(0, TextReasoning, thinking)
 				}
 				if n := cohereTextTokens(text); n > 0 {
-					tokens, output, visible = tokens+n, true, true
+					out.add(n, true)
 					o.emit(0, TextAnswer, text)
 				}
 				return true
@@ -255,7 +251,7 @@ func (cohereChat) Body(o *Observer, body []byte) {
 				}
 				args := rawMember(fn, "arguments")
 				if n := cohereTextTokens(args); n > 0 {
-					tokens, output = tokens+n, true
+					out.add(n, false)
 					o.emit(item, TextToolCallArguments, args)
 				}
 				item++
@@ -264,9 +260,7 @@ func (cohereChat) Body(o *Observer, body []byte) {
 		}
 		return true
 	})
-	if output {
-		o.Output(tokens, visible)
-	}
+	out.report(o)
 }
 
 // cohereTextTokens estimates a raw JSON string's tokens; anything else, and

@@ -188,17 +188,15 @@ var modelsPrefix = []byte("models/")
 // descending into candidates, their content and its parts as it meets
 // them (rawWalkMembers), so that no byte of them is scanned twice.
 func (g *gemini) readChunk(o *Observer, s string) {
-	var tokens int64
-	var output, visible, finished bool
+	var out eventOutput
+	var finished bool
 	var members int
 	rawWalkMembers(s, func(k, rest string) int {
 		if k == "candidates" {
 			var pos int64
 			end := rawWalkElements(rest, func(c string) int {
-				n, end, out, vis, fin := g.readCandidate(o, c, pos)
-				tokens += n
-				output = output || out
-				visible = visible || vis
+				cand, end, fin := g.readCandidate(o, c, pos)
+				out.merge(cand)
 				finished = finished || fin
 				pos++
 				return end
@@ -254,9 +252,7 @@ func (g *gemini) readChunk(o *Observer, s string) {
 			o.Error(geminiErrorType(e))
 		}
 	}
-	if output {
-		o.Output(tokens, visible)
-	}
+	out.report(o)
 	// Gemini has no end marker: the stream ends after the chunk that
 	// finishes the last unfinished candidate.
 	if finished && g.finished&g.seen == g.seen {
@@ -268,7 +264,7 @@ func (g *gemini) readChunk(o *Observer, s string) {
 // length (as a walker's callback does) with what it held; pos is its place
 // in the array, its index when the index is omitted (proto3 JSON drops a
 // zero index).
-func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, end int, output, visible, finished bool) {
+func (g *gemini) readCandidate(o *Observer, c string, pos int64) (out eventOutput, end int, finished bool) {
 	index := pos
 	var finish string
 	if o.capturing() {
@@ -289,10 +285,8 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 				}
 				parts = true
 				return rawWalkElements(rest, func(part string) int {
-					n, end, out, vis := readGeminiPart(o, part)
-					tokens += n
-					output = output || out
-					visible = visible || vis
+					p, end := readGeminiPart(o, part)
+					out.merge(p)
 					return end
 				})
 			})
@@ -318,7 +312,7 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 		g.finished |= bit
 		finished = bit != 0
 	}
-	return tokens, end, output, visible, finished
+	return out, end, finished
 }
 
 // readGeminiPart reads one content part. Text is answer text unless the
@@ -327,7 +321,7 @@ func (g *gemini) readCandidate(o *Observer, c string, pos int64) (tokens int64, 
 // image from an image model is the answer itself, with no text to estimate.
 // Parts that hold only a thoughtSignature, or empty text, are not output.
 // It returns the part's length, as a walker's callback does.
-func readGeminiPart(o *Observer, part string) (tokens int64, end int, output, visible bool) {
+func readGeminiPart(o *Observer, part string) (out eventOutput, end int) {
 	var text, textRaw string
 	var thought, inline bool
 	end = rawWalkMembers(part, func(k, rest string) int {
@@ -341,16 +335,13 @@ func readGeminiPart(o *Observer, part string) (tokens int64, end int, output, vi
 		case "thought":
 			thought = v == "true"
 		case "functionCall":
-			n, out := geminiCallTokens(v)
-			tokens += n
-			output = output || out
+			out.merge(geminiCallTokens(v))
 			if o.capturing() {
 				emitGeminiCall(o, o.newItem(), v)
 			}
 		case "executableCode":
 			if code := geminiStringBody(rawMember(v, "code")); code != "" {
-				tokens += EstimateTokens(bytesOf(code))
-				output = true
+				out.add(EstimateTokens(bytesOf(code)), false)
 				if o.capturing() {
 					// Code the model writes for its code execution
 					// tool is a call of that tool.
@@ -365,9 +356,7 @@ func readGeminiPart(o *Observer, part string) (tokens int64, end int, output, vi
 		return len(v)
 	})
 	if text != "" {
-		tokens += EstimateTokens(bytesOf(text))
-		output = true
-		visible = visible || !thought
+		out.add(EstimateTokens(bytesOf(text)), !thought)
 		if thought {
 			o.Reasoning()
 			o.emit(0, TextReasoning, textRaw)
@@ -376,26 +365,24 @@ func readGeminiPart(o *Observer, part string) (tokens int64, end int, output, vi
 		}
 	}
 	if inline && !thought {
-		output, visible = true, true
+		out.add(0, true)
 	}
-	return tokens, end, output, visible
+	return out, end
 }
 
 // geminiCallTokens estimates a functionCall's generated tokens: its name and
 // arguments, or the values of its partialArgs (their jsonPath is structure,
 // not generated text).
-func geminiCallTokens(fc string) (tokens int64, output bool) {
+func geminiCallTokens(fc string) (out eventOutput) {
 	rawMembers(fc, func(k, v string) bool {
 		switch k {
 		case "name":
 			if name := geminiStringBody(v); name != "" {
-				tokens += EstimateTokens(bytesOf(name))
-				output = true
+				out.add(EstimateTokens(bytesOf(name)), false)
 			}
 		case "args":
 			if v[0] == '{' && v != "{}" {
-				tokens += EstimateTokens(bytesOf(v))
-				output = true
+				out.add(EstimateTokens(bytesOf(v)), false)
 			}
 		case "partialArgs":
 			gjson.Parse(v).ForEach(func(_, arg gjson.Result) bool {
@@ -406,11 +393,9 @@ func geminiCallTokens(fc string) (tokens int64, output bool) {
 					// A partial string that only closes the value
 					// ("stringValue":"") carries no text and is no token.
 					if str := geminiStringBody(av); str != "" {
-						tokens += EstimateTokens(bytesOf(str))
-						output = true
+						out.add(EstimateTokens(bytesOf(str)), false)
 					} else if av[0] != '"' {
-						tokens += EstimateTokens(bytesOf(av))
-						output = true
+						out.add(EstimateTokens(bytesOf(av)), false)
 					}
 					return true
 				})
@@ -419,7 +404,7 @@ func geminiCallTokens(fc string) (tokens int64, output bool) {
 		}
 		return true
 	})
-	return tokens, output
+	return out
 }
 
 // emitGeminiCall hands a text sink a functionCall part, which arrives

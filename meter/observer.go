@@ -94,6 +94,37 @@ func (o *Observer) identity(k, v string) {
 // measurement tells the two apart (see OutputTokensPerSecond).
 func (o *Observer) Reasoning() { o.m.ReasoningStreamed = true }
 
+// eventOutput sums the generated output an event's members carry, for the
+// event's one Output call: readers that descend into choices, parts and
+// messages add to it as they go and report it once at the event's end.
+type eventOutput struct {
+	tokens int64
+	// any is true once a member carried output, even of no estimated
+	// tokens (an inline image); visible once one carried answer text.
+	any, visible bool
+}
+
+// add counts n tokens of output; visible says whether it is answer text.
+func (e *eventOutput) add(n int64, visible bool) {
+	e.tokens += n
+	e.any = true
+	e.visible = e.visible || visible
+}
+
+// merge adds what another part of the same event carried.
+func (e *eventOutput) merge(f eventOutput) {
+	e.tokens += f.tokens
+	e.any = e.any || f.any
+	e.visible = e.visible || f.visible
+}
+
+// report hands the event's output to o, if it carried any.
+func (e eventOutput) report(o *Observer) {
+	if e.any {
+		o.Output(e.tokens, e.visible)
+	}
+}
+
 // Usage merges reported counts: fields that are negative in u are left as
 // they were, so providers that report input and output in different events
 // (Anthropic) and providers that repeat cumulative totals (Gemini) both end

@@ -105,30 +105,28 @@ func readOllamaLine(o *Observer, line []byte) {
 		return
 	}
 	var (
-		tokens          int64
-		output, visible bool
-		done            bool
-		reason          string
-		in, out         = int64(-1), int64(-1)
-		durations       [len(ollamaDurations)]string
+		gen       eventOutput
+		done      bool
+		reason    string
+		in, out   = int64(-1), int64(-1)
+		durations [len(ollamaDurations)]string
 	)
 	rawMembers(view(line), func(k, v string) bool {
 		switch k {
 		case "model":
 			o.identity(k, v)
 		case "message":
-			n, out, vis := readOllamaMessage(o, v)
-			tokens, output, visible = tokens+n, output || out, visible || vis
+			gen.merge(readOllamaMessage(o, v))
 		case "response":
 			if n := ollamaTextTokens(v); n > 0 {
-				tokens, output, visible = tokens+n, true, true
+				gen.add(n, true)
 				o.emit(0, TextAnswer, v)
 			}
 		case "thinking":
 			// /api/generate puts a thinking model's reasoning at the top
 			// level; it is output, not answer text.
 			if n := ollamaTextTokens(v); n > 0 {
-				tokens, output = tokens+n, true
+				gen.add(n, false)
 				o.Reasoning()
 				o.emit(0, TextReasoning, v)
 			}
@@ -160,9 +158,7 @@ func readOllamaLine(o *Observer, line []byte) {
 		}
 		return true
 	})
-	if output {
-		o.Output(tokens, visible)
-	}
+	gen.report(o)
 	if !done {
 		return
 	}
@@ -186,25 +182,24 @@ func readOllamaLine(o *Observer, line []byte) {
 // readOllamaMessage reads /api/chat's message: content is answer text,
 // thinking is reasoning, and tool calls arrive whole, arguments already an
 // object, so the call itself is the generated output.
-func readOllamaMessage(o *Observer, m string) (tokens int64, output, visible bool) {
+func readOllamaMessage(o *Observer, m string) (out eventOutput) {
 	rawMembers(m, func(k, v string) bool {
 		switch k {
 		case "content":
 			if n := ollamaTextTokens(v); n > 0 {
-				tokens, output, visible = tokens+n, true, true
+				out.add(n, true)
 				o.emit(0, TextAnswer, v)
 			}
 		case "thinking":
 			if n := ollamaTextTokens(v); n > 0 {
-				tokens, output = tokens+n, true
+				out.add(n, false)
 				o.Reasoning()
 				o.emit(0, TextReasoning, v)
 			}
 		case "tool_calls":
 			rawValues(v, func(call string) bool {
 				if f := rawMember(call, "function"); rawKindOf(f) == kindObject {
-					tokens += EstimateTokens(bytesOf(f))
-					output = true
+					out.add(EstimateTokens(bytesOf(f)), false)
 					if o.capturing() {
 						emitOllamaCall(o, call, f)
 					}
@@ -214,7 +209,7 @@ func readOllamaMessage(o *Observer, m string) (tokens int64, output, visible boo
 		}
 		return true
 	})
-	return tokens, output, visible
+	return out
 }
 
 // emitOllamaCall hands a text sink a tool call, which Ollama sends whole:

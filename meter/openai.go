@@ -91,17 +91,15 @@ func (openAIChat) Body(o *Observer, body []byte) {
 // and tool-call arguments are full of escapes that a decoding reader would
 // allocate for.
 func readOpenAIChunk(o *Observer, s string) {
-	var tokens int64
-	var output, visible, hasUsage bool
+	var out eventOutput
+	var hasUsage bool
 	var usage Usage
 	var timings string
 	rawWalkMembers(s, func(k, rest string) int {
 		if k == "choices" {
 			return rawWalkValues(rest, func(choice string) int {
-				n, end, out, vis := readOpenAIChoice(o, choice)
-				tokens += n
-				output = output || out
-				visible = visible || vis
+				c, end := readOpenAIChoice(o, choice)
+				out.merge(c)
 				return end
 			})
 		}
@@ -161,20 +159,18 @@ func readOpenAIChunk(o *Observer, s string) {
 	if hasUsage {
 		o.Usage(usage)
 	}
-	if output {
-		o.Output(tokens, visible)
-	}
+	out.report(o)
 }
 
 // readOpenAIChoice reads the element of choices at the start of rest: a
 // streamed delta, a whole message, or a legacy completion's text. end is
 // its length, as a walker's callback returns it.
-func readOpenAIChoice(o *Observer, rest string) (tokens int64, end int, output, visible bool) {
+func readOpenAIChoice(o *Observer, rest string) (out eventOutput, end int) {
 	var index int64
 	var finish, text string
 	var delta bool
 	if rawKindOf(rest) != kindObject {
-		return 0, 0, false, false
+		return out, 0
 	}
 	if o.capturing() {
 		// The index may come after the delta; captured text needs it
@@ -184,8 +180,8 @@ func readOpenAIChoice(o *Observer, rest string) (tokens int64, end int, output, 
 	end = rawWalkMembers(rest, func(k, rest string) int {
 		if k == "delta" || k == "message" {
 			delta = true
-			n, end, out, vis := readOpenAIDelta(o, rest)
-			tokens, output, visible = tokens+n, output || out, visible || vis
+			d, end := readOpenAIDelta(o, rest)
+			out.merge(d)
 			return end
 		}
 		v := rawValueAt(rest)
@@ -202,15 +198,14 @@ func readOpenAIChoice(o *Observer, rest string) (tokens int64, end int, output, 
 	// Together repeats each delta's content in a legacy text field; text
 	// is the fragment only when there is no delta.
 	if t, ok := rawText(text); ok && !delta && t != "" {
-		tokens += o.streamedTokens(t)
-		output, visible = true, true
+		out.add(o.streamedTokens(t), true)
 		o.emit(0, TextAnswer, text)
 	}
 	var b rawBuf
 	if r, ok := rawStr(finish, b[:0]); ok {
 		o.FinishReason(index, r)
 	}
-	return tokens, end, output, visible
+	return out, end
 }
 
 // readOpenAIDelta reads the delta (or message) at the start of rest and
@@ -222,26 +217,23 @@ func readOpenAIChoice(o *Observer, rest string) (tokens int64, end int, output, 
 // token. The role and OpenAI's obfuscation padding are never output. A
 // delta that is not an object (null in some servers' last chunk) is
 // skipped as a value.
-func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, visible bool) {
+func readOpenAIDelta(o *Observer, rest string) (out eventOutput, end int) {
 	if rawKindOf(rest) != kindObject {
-		return 0, 0, false, false
+		return out, 0
 	}
 	end = rawWalkMembers(rest, func(k, rest string) int {
 		v := rawValueAt(rest)
 		switch k {
 		case "content", "refusal":
 			if t, ok := rawText(v); ok && t != "" {
-				tokens += o.streamedTokens(t)
-				output, visible = true, true
+				out.add(o.streamedTokens(t), true)
 				o.emit(0, TextAnswer, v)
 			} else if rawKindOf(v) == kindArray {
-				n, out, vis := readOpenAIContentParts(o, v)
-				tokens, output, visible = tokens+n, output || out, visible || vis
+				out.merge(readOpenAIContentParts(o, v))
 			}
 		case "reasoning_content", "reasoning":
 			if t, ok := rawText(v); ok && t != "" {
-				tokens += o.streamedTokens(t)
-				output = true
+				out.add(o.streamedTokens(t), false)
 				o.Reasoning()
 				o.emit(0, TextReasoning, v)
 			}
@@ -253,8 +245,7 @@ func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, v
 					emitOpenAIToolCall(o, item, rawMember(call, "id"), fn)
 				}
 				if n := callTokens(o, item, fn); n > 0 {
-					tokens += n
-					output = true
+					out.add(n, false)
 				}
 				return true
 			})
@@ -263,13 +254,12 @@ func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, v
 				emitOpenAIToolCall(o, 0, "", v)
 			}
 			if n := callTokens(o, 0, v); n > 0 {
-				tokens += n
-				output = true
+				out.add(n, false)
 			}
 		}
 		return len(v)
 	})
-	return tokens, end, output, visible
+	return out, end
 }
 
 // readOpenAIContentParts reads content given as typed parts, as Mistral's
@@ -277,7 +267,7 @@ func readOpenAIDelta(o *Observer, rest string) (tokens int64, end int, output, v
 // themselves a list of text parts, are reasoning. Other parts (images,
 // references) are not generated text. Type tags are compared as written,
 // as keys are.
-func readOpenAIContentParts(o *Observer, parts string) (tokens int64, output, visible bool) {
+func readOpenAIContentParts(o *Observer, parts string) (out eventOutput) {
 	rawElements(parts, func(p string) bool {
 		var typ, text, thinking string
 		rawMembers(p, func(k, v string) bool {
@@ -294,21 +284,18 @@ func readOpenAIContentParts(o *Observer, parts string) (tokens int64, output, vi
 		switch typ {
 		case `"text"`:
 			if t, ok := rawText(text); ok && t != "" {
-				tokens += o.streamedTokens(t)
-				output, visible = true, true
+				out.add(o.streamedTokens(t), true)
 				o.emit(0, TextAnswer, text)
 			}
 		case `"thinking"`:
 			if t, ok := rawText(thinking); ok && t != "" {
-				tokens += o.streamedTokens(t)
-				output = true
+				out.add(o.streamedTokens(t), false)
 				o.Reasoning()
 				o.emit(0, TextReasoning, thinking)
 			}
 			rawValues(thinking, func(part string) bool {
 				if raw := rawMember(part, "text"); rawNonEmptyString(raw) {
-					tokens += o.streamedTokens(raw[1 : len(raw)-1])
-					output = true
+					out.add(o.streamedTokens(raw[1:len(raw)-1]), false)
 					o.Reasoning()
 					o.emit(0, TextReasoning, raw)
 				}
@@ -317,7 +304,7 @@ func readOpenAIContentParts(o *Observer, parts string) (tokens int64, output, vi
 		}
 		return true
 	})
-	return tokens, output, visible
+	return out
 }
 
 // callTokens estimates what a streamed function object holds: the call's
