@@ -98,7 +98,7 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*Instruments, 
 	collect(err)
 	ins.outputTokensPerSecond, err = m.Float64Histogram(metricOutputTokensPerSecond,
 		metric.WithUnit("{token}/s"),
-		metric.WithDescription("Decode rate of a streamed response: (output tokens - 1) / (last output event - first output event)."),
+		metric.WithDescription("Decode rate of a streamed response: the output tokens that arrived after the first output event (less reasoning counted but never streamed) over the time from the first output event to the last."),
 		metric.WithExplicitBucketBoundaries(tokensPerSecondBuckets...))
 	collect(err)
 	if len(errs) > 0 {
