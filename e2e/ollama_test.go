@@ -43,13 +43,14 @@ import (
 //	TOKENTAP_OLLAMA_RECORD   a directory to write the first round's streams to
 //	                         (meter/testdata/recorded/ollama, see SOURCES.md there)
 //
-// The whole-word model emits one token per chunk, so tokentap's decode rate,
-// (output tokens − 1) / (last token − first token), and Ollama's,
-// eval_count / eval_duration, measure nearly the same thing and must agree
-// within ollamaRateTolerance (see checkOllamaCase for what separates them);
-// the byte model joins the byte tokens of a character into one chunk,
-// which tokentap must still count right. The test logs a table of every
-// run's figures at the end.
+// tokentap's decode rate, the output tokens after the first chunk over the
+// time from the first to the last, and Ollama's, eval_count /
+// eval_duration, measure nearly the same thing and must agree within
+// ollamaRateTolerance (see checkOllamaCase for what separates them), on
+// the whole-word model, which emits one token per chunk, and on the byte
+// model, which joins the byte tokens of a character into one chunk, so
+// that the first chunk's share of the tokens must be counted right. The
+// test logs a table of every run's figures at the end.
 func TestOllama(t *testing.T) {
 	ollamaBin := ollamaBinary(t, "OLLAMA_BINARY", "`.ci/ollama | tail -n 1` builds it and prints its path")
 	ollamaBinary(t, "TOKENTAP_BINARY", "go build -o /tmp/tokentap ./cmd/tokentap")
@@ -123,8 +124,7 @@ const (
 	// ollamaNumPredict tokens per answer (the Modelfile's num_predict):
 	// enough for a rate, few enough for the test to take seconds.
 	ollamaNumPredict = 128
-	// ollamaRateTolerance bounds |tokentap's rate / Ollama's − 1| on the
-	// whole-word model.
+	// ollamaRateTolerance bounds |tokentap's rate / Ollama's − 1|.
 	ollamaRateTolerance = 0.03
 
 	ollamaStartTimeout   = 60 * time.Second
@@ -140,13 +140,16 @@ type ollamaModel struct {
 }
 
 var (
-	// ollamaWords is the model whose rate is compared with Ollama's. Its
-	// feed-forward layer is wide (50 MB of weights) so that computing a
-	// token takes milliseconds, as with real models, and dominates the
-	// work Ollama does per token outside eval_duration (see
-	// checkOllamaCase).
+	// Both models' feed-forward layers are wide (50 MB of weights) so that
+	// computing a token takes milliseconds, as with real models, and
+	// dominates the work Ollama does per token outside eval_duration (see
+	// checkOllamaCase): their rates are compared with Ollama's. The words
+	// model streams a token per chunk; the bytes model spells characters
+	// in 2 to 4 byte tokens, which Ollama joins into one chunk (128 tokens
+	// in about 80 chunks), so its rate checks the first chunk's share of
+	// the tokens on a real server.
 	ollamaWords   = ollamaModel{"tiny-words", "words", 32768}
-	ollamaBytes   = ollamaModel{"tiny-bytes", "bytes", 128}
+	ollamaBytes   = ollamaModel{"tiny-bytes", "bytes", 32768}
 	ollamaModels  = []ollamaModel{ollamaWords, ollamaBytes}
 	ollamaMessage = `[{"role":"user","content":"tell me a story about the sea"}]`
 )
@@ -188,8 +191,8 @@ type ollamaCase struct {
 	path  string
 	// request is the JSON request but for the model.
 	request string
-	// rate: compare tokentap's decode rate with Ollama's (whole-word model,
-	// native API, where Ollama reports eval_duration).
+	// rate: compare tokentap's decode rate with Ollama's (native API,
+	// where Ollama reports eval_duration).
 	rate bool
 	// countFrom names the earlier case of the round with the same
 	// request and usage, whose count is Ollama's for this one.
@@ -222,7 +225,7 @@ var ollamaCases = []ollamaCase{
 		request: `{"stream":true,"seed":42,"messages":` + ollamaMessage + `}`,
 	},
 	{
-		name: "api_chat_bytes", model: ollamaBytes, path: "/api/chat", record: "chat_bytes.ndjson",
+		name: "api_chat_bytes", model: ollamaBytes, path: "/api/chat", rate: true, record: "chat_bytes.ndjson",
 		request: `{"messages":` + ollamaMessage + `}`,
 	},
 	{
