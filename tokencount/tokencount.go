@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tiktoken-go/tokenizer"
+	"github.com/tiktoken-go/tokenizer/codec"
 )
 
 // Streams deliver a token or a few per delta, and the same short deltas
@@ -77,8 +78,22 @@ func (c *Counter) Encoding() string { return string(c.encoding) }
 // Load loads the vocabulary now, so a caller can take the cost at start-up
 // and see an error early. Tokens loads it anyway on first use.
 func (c *Counter) Load() error {
-	c.once.Do(func() { c.codec, c.err = tokenizer.Get(c.encoding) })
+	c.once.Do(func() { c.codec, c.err = newCodec(c.encoding) })
 	return c.err
+}
+
+// newCodec builds the codec of one of Encodings. It names the two
+// constructors rather than calling tokenizer.Get, whose switch over every
+// encoding links all five vocabularies into the binary, the three tokentap
+// does not offer included (docs/BENCHMARKS.md, "Binary size").
+func newCodec(e tokenizer.Encoding) (tokenizer.Codec, error) {
+	switch e {
+	case tokenizer.O200kBase:
+		return codec.NewO200kBase(), nil
+	case tokenizer.Cl100kBase:
+		return codec.NewCl100kBase(), nil
+	}
+	return nil, fmt.Errorf("unknown token encoding %q (known: %v)", e, Encodings())
 }
 
 // Tokens returns the number of tokens in text. Text that the tokenizer

@@ -63,3 +63,28 @@ func TestShippedCaddyfilesAdaptCleanly(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyOfferedVocabulariesLinked: the binary holds the two tokenizer
+// vocabularies tokentap offers (o200k_base, cl100k_base) and not the
+// others, which tokenizer.Get would link (docs/BENCHMARKS.md, "Binary
+// size").
+func TestOnlyOfferedVocabulariesLinked(t *testing.T) {
+	out, err := exec.Command("go", "tool", "nm", testbin.Binary(t)).Output()
+	if err != nil {
+		t.Fatalf("go tool nm: %v", err)
+	}
+	syms := string(out)
+	for _, v := range []struct {
+		symbol string
+		want   bool
+	}{
+		{"codec.o200kBaseVocabInit", true},
+		{"codec.cl100kBaseVocabInit", true},
+		{"codec.r50kBaseVocabInit", false},
+		{"codec.p50kBaseVocabInit", false},
+	} {
+		if got := strings.Contains(syms, v.symbol); got != v.want {
+			t.Errorf("%s linked: %v, want %v", v.symbol, got, v.want)
+		}
+	}
+}
