@@ -163,8 +163,8 @@ func TestPrometheusThroughCaddy(t *testing.T) {
 			{"gen_ai_client_token_usage", promWithLabel(reported, "gen_ai_token_type", "output"), 3 * scale},
 			{"tokentap_time_to_first_token_seconds", reported, 3 * scale},
 			{"tokentap_time_to_first_token_seconds", estimated, 1 * scale},
-			{"tokentap_output_tokens_per_second_per_second", reported, rated("reported")},
-			{"tokentap_output_tokens_per_second_per_second", estimated, rated("estimated")},
+			{"tokentap_output_token_rate_per_second", reported, rated("reported")},
+			{"tokentap_output_token_rate_per_second", estimated, rated("estimated")},
 		} {
 			if tt.count == 0 {
 				continue

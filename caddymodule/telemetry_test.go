@@ -113,7 +113,7 @@ func TestHandlerMetricsOnCaddyRegistry(t *testing.T) {
 		// The unit {token}/s adds _per_second to a name that has it
 		// already: the standard translation, the same through an
 		// OpenTelemetry Collector's Prometheus exporter.
-		"tokentap_output_tokens_per_second_per_second/",
+		"tokentap_output_token_rate_per_second/",
 	} {
 		if series[name] == nil {
 			t.Errorf("no %s series; have %v", name, seriesNames(series))

@@ -119,7 +119,8 @@ func newMeterPipeline(ctx context.Context, logger *zap.Logger) (*MeterPipeline, 
 		// A resource detector failing costs attributes, not metrics.
 		logger.Warn("building the OpenTelemetry resource", zap.Error(err))
 	}
-	opts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom)}
+	opts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom),
+		sdkmetric.WithView(histogramViews(logger)...)}
 	for _, r := range readers {
 		opts = append(opts, sdkmetric.WithReader(r))
 	}

@@ -39,7 +39,7 @@ func withoutMeterOverride(t *testing.T) {
 	t.Cleanup(func() { MetricReadersOverride = saved })
 	for _, k := range []string{"OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
 		"OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "OTEL_EXPORTER_OTLP_ENDPOINT",
-		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
+		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", histogramAggregationEnv} {
 		t.Setenv(k, "")
 	}
 }
@@ -116,7 +116,7 @@ func TestConsoleExporter(t *testing.T) {
 	p.Instruments.Record(&sink.Result{Ctx: context.Background(), M: measuretest.Streamed(), Provider: "openai"})
 	release()
 	b := output()
-	for _, want := range []string{"gen_ai.client.operation.duration", "tokentap.output_tokens_per_second", `"service.name"`} {
+	for _, want := range []string{"gen_ai.client.operation.duration", "tokentap.output_token_rate", `"service.name"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("console output lacks %s:\n%.2000s", want, b)
 		}

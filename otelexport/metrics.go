@@ -37,10 +37,15 @@ var (
 )
 
 // Names of the tokentap.* histograms (the conventions have no time to first
-// token or decode rate for clients); dashboards depend on them.
+// token or decode rate for clients); dashboards depend on them. The rate is
+// named for what it measures and its unit says per second, so that
+// Prometheus, which appends the unit, says it once:
+// tokentap_output_token_rate_per_second (it was
+// tokentap.output_tokens_per_second, tokentap_output_tokens_per_second_per_second
+// in Prometheus, before 2026-12; docs/telemetry.md).
 const (
 	metricTimeToFirstToken      = "tokentap.time_to_first_token"
-	metricOutputTokensPerSecond = "tokentap.output_tokens_per_second"
+	metricOutputTokensPerSecond = "tokentap.output_token_rate"
 )
 
 // The gen_ai.token.type attributes of the two token usage points.

@@ -130,7 +130,7 @@ func TestMetricInstruments(t *testing.T) {
 		{"gen_ai.client.operation.time_to_first_chunk", "s", durationBuckets},
 		{"gen_ai.client.operation.time_per_output_chunk", "s", durationBuckets},
 		{"tokentap.time_to_first_token", "s", timeToFirstTokenBuckets},
-		{"tokentap.output_tokens_per_second", "{token}/s", tokensPerSecondBuckets},
+		{"tokentap.output_token_rate", "{token}/s", tokensPerSecondBuckets},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,7 +251,7 @@ func TestMetricPoints(t *testing.T) {
 			"gen_ai.client.operation.time_to_first_chunk":   {{attrs, 1, 0.1}},
 			"gen_ai.client.operation.time_per_output_chunk": {{attrs, 10, 0.975}},
 			"tokentap.time_to_first_token":                  {{attrs, 1, 0.12}},
-			"tokentap.output_tokens_per_second":             {{attrs, 1, outputRate}},
+			"tokentap.output_token_rate":                    {{attrs, 1, outputRate}},
 		}
 		if len(usage) > 0 {
 			w["gen_ai.client.token.usage"] = usage
