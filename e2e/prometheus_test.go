@@ -92,7 +92,7 @@ func TestPrometheusFleet(t *testing.T) {
 	root := testbin.RepoRoot(t)
 	type instance struct {
 		admin, proxy, sim, metrics string
-		traffic           []fleetTraffic
+		traffic                    []fleetTraffic
 	}
 	instances := []*instance{
 		{traffic: []fleetTraffic{{"fleet-fast", 150, 250, 0.04, 0.12}, {"fleet-slow", 40, 70, 0.15, 0.40}}},
