@@ -35,9 +35,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		label             <name> <value>
 //		max_label_values  <n>
 //		capture_content   [<max_size>|on|off]
+//		conversation_id   <value>
+//		langfuse
 //	}
 //
-// label may be repeated, once per name; its value may use placeholders.
+// label may be repeated, once per name; its value, and conversation_id's,
+// may use placeholders.
 //
 // The directive is ordered before reverse_proxy. Put it in the same handle
 // block as the reverse_proxy it measures.
@@ -70,11 +73,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.Errf("%s already specified", opt)
 		}
 		seen[opt] = true
-		if opt == "inject_usage" {
+		if opt == "inject_usage" || opt == "langfuse" {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			h.InjectUsage = true
+			if opt == "langfuse" {
+				h.Langfuse = true
+			} else {
+				h.InjectUsage = true
+			}
 			continue
 		}
 		if opt == "capture_content" {
@@ -91,6 +98,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 		switch opt {
+		case "conversation_id":
+			h.ConversationID = arg
 		case "provider":
 			h.Provider = arg
 		case "dialect":

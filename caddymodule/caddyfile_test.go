@@ -34,7 +34,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			label             app  "chat bot"
 			max_label_values  50
 			capture_content   32KiB
+			conversation_id   {http.request.header.X-Session-Id}
+			langfuse
 		}`, want: Handler{InjectUsage: true,
+			ConversationID: "{http.request.header.X-Session-Id}", Langfuse: true,
 			CaptureContent: new(true), MaxContentSize: 32 << 10,
 			Labels:         map[string]string{"team": "{http.request.header.X-Team}", "app": "chat bot"},
 			MaxLabelValues: 50,
@@ -51,6 +54,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "bad size", input: "tokentap {\n max_event_size lots\n}", wantErr: "parsing max_event_size"},
 		{name: "bad duration", input: "tokentap {\n stall_threshold soon\n}", wantErr: "parsing stall_threshold"},
 		{name: "inject_usage takes no value", input: "tokentap {\n inject_usage yes\n}", wantErr: "wrong argument count"},
+		{name: "langfuse takes no value", input: "tokentap {\n langfuse on\n}", wantErr: "wrong argument count"},
+		{name: "conversation_id without value", input: "tokentap {\n conversation_id\n}", wantErr: "wrong argument count"},
+		{name: "repeated conversation_id", input: "tokentap {\n conversation_id a\n conversation_id b\n}", wantErr: "conversation_id already specified"},
 		{name: "label without value", input: "tokentap {\n label team\n}", wantErr: "wrong argument count"},
 		{name: "label with three values", input: "tokentap {\n label team a b\n}", wantErr: "wrong argument count"},
 		{name: "repeated label", input: "tokentap {\n label team a\n label team b\n}", wantErr: "label team already specified"},

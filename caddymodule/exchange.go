@@ -113,6 +113,11 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 			semconv.GenAIOperationNameKey.String(op),
 			semconv.GenAIProviderNameKey.String(x.provider("")),
 		))
+	if h.ConversationID != "" {
+		if id := x.conversationID(r); id != "" {
+			x.span.SetAttributes(semconv.GenAIConversationID(id))
+		}
+	}
 	// reverse_proxy copies the request headers upstream, so the upstream
 	// sees this span as its parent.
 	h.propagator.Inject(ctx, propagation.HeaderCarrier(r.Header))
@@ -312,4 +317,13 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	x.overhead += time.Since(end)
 	r.Inflight, r.Overhead = x.inflightAhead, x.overhead
 	x.record(r)
+}
+
+// conversationID evaluates the conversation_id template for r.
+func (x *exchange) conversationID(r *http.Request) string {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return ""
+	}
+	return repl.ReplaceAll(x.h.ConversationID, "")
 }

@@ -111,6 +111,19 @@ type Handler struct {
 	// longer content is cut (and marked) so that the JSON stays valid.
 	// At least 256. Default: 16 KiB.
 	MaxContentSize int64 `json:"max_content_size,omitempty"`
+	// ConversationID sets gen_ai.conversation.id on each span from a value
+	// of the request: a template with Caddy placeholders, evaluated when
+	// the span starts, for example "{http.request.header.X-Session-Id}".
+	// Backends that group a conversation's calls (Honeycomb's agent views,
+	// Langfuse's sessions) read it. tokentap never makes one up: a request
+	// for which the template is empty gets none. Default: none.
+	ConversationID string `json:"conversation_id,omitempty"`
+	// Langfuse adds the attribute Langfuse reads a generation's completion
+	// start from, langfuse.observation.completion_start_time (the moment
+	// of the first output token, as a JSON string), so that its time to
+	// first token column fills: it does not read
+	// gen_ai.response.time_to_first_chunk. Default: off.
+	Langfuse bool `json:"langfuse,omitempty"`
 
 	dialect    *meter.DialectInfo
 	capture    bool

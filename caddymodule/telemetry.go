@@ -36,7 +36,7 @@ func (h *Handler) provisionTelemetry(ctx caddy.Context) error {
 
 	// In this order: the span first, so that it ends at the measured end
 	// whatever a later sink does.
-	h.sinks = append(h.sinks[:0], namedSink{"span", otelexport.Spans{}})
+	h.sinks = append(h.sinks[:0], namedSink{"span", otelexport.Spans{Langfuse: h.Langfuse}})
 	if p.Instruments.Enabled() {
 		h.sinks = append(h.sinks, namedSink{"metrics", p.Instruments})
 	}

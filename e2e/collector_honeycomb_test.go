@@ -48,7 +48,7 @@ func TestHoneycombReadme(t *testing.T) {
 
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.pem")
-	serverCert := honeycombCertificates(t, caFile)
+	serverCert := standInCertificates(t, caFile, honeycombHost)
 
 	d := newDocRun(t, path, map[string]string{honeycombHost: "127.0.0.1"},
 		"HONEYCOMB_API_KEY="+honeycombKey,
@@ -94,6 +94,9 @@ func TestHoneycombReadme(t *testing.T) {
 						name, s.kind, s.service, s.team, kind, honeycombKey)
 				}
 			}
+			if c := byName["chat sim-fast"].conversation; c != "demo-session-1" {
+				t.Errorf("tokentap's span has gen_ai.conversation.id %q, want the X-Session-Id the README sends, demo-session-1", c)
+			}
 			if byName["chat sim-fast"].parent != byName["handler"].id {
 				t.Errorf("tokentap's span has parent %s, want Caddy's span %s", byName["chat sim-fast"].parent, byName["handler"].id)
 			}
@@ -109,6 +112,7 @@ func TestHoneycombReadme(t *testing.T) {
 // honeycombSpan is what the stand-in keeps of each span it receives.
 type honeycombSpan struct {
 	name, service, team, id, parent string
+	conversation                    string // gen_ai.conversation.id
 	kind                            int
 }
 
@@ -137,9 +141,16 @@ func (r *honeycombReceiver) Export(ctx context.Context, req *collectortrace.Expo
 		}
 		for _, ss := range rs.GetScopeSpans() {
 			for _, sp := range ss.GetSpans() {
+				conversation := ""
+				for _, kv := range sp.GetAttributes() {
+					if kv.GetKey() == "gen_ai.conversation.id" {
+						conversation = kv.GetValue().GetStringValue()
+					}
+				}
 				r.spans = append(r.spans, honeycombSpan{
 					name: sp.GetName(), service: service, team: team, kind: int(sp.GetKind()),
 					id: hex.EncodeToString(sp.GetSpanId()), parent: hex.EncodeToString(sp.GetParentSpanId()),
+					conversation: conversation,
 				})
 			}
 		}
@@ -153,9 +164,9 @@ func (r *honeycombReceiver) received() []honeycombSpan {
 	return append([]honeycombSpan(nil), r.spans...)
 }
 
-// honeycombCertificates makes a CA, writes it to caFile, and returns a
-// server certificate it signed for api.honeycomb.io.
-func honeycombCertificates(t *testing.T, caFile string) tls.Certificate {
+// standInCertificates makes a CA, writes it to caFile, and returns a
+// server certificate it signed for host: a backend's stand-in's.
+func standInCertificates(t *testing.T, caFile, host string) tls.Certificate {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -188,8 +199,8 @@ func honeycombCertificates(t *testing.T, caFile string) tls.Certificate {
 	}
 	leaf := &x509.Certificate{
 		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: honeycombHost},
-		DNSNames:     []string{honeycombHost},
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,

@@ -26,6 +26,9 @@ const (
 	attrOutcome                 = attribute.Key("tokentap.outcome")
 	attrInflight                = attribute.Key("tokentap.inflight")
 	attrOverhead                = attribute.Key("tokentap.overhead")
+	// attrLangfuseCompletionStart is Langfuse's own, not tokentap's:
+	// Spans.Langfuse.
+	attrLangfuseCompletionStart = attribute.Key("langfuse.observation.completion_start_time")
 	attrDialect                 = attribute.Key("tokentap.dialect")
 	attrDegraded                = attribute.Key("tokentap.degraded")
 	attrDegradedReason          = attribute.Key("tokentap.degraded.reason")

@@ -3,6 +3,7 @@ package otelexport
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -15,7 +16,12 @@ import (
 // Spans is the span sink: it gives the exchange's span, the one in the
 // result's context, its attributes and status, and ends it at the
 // measured end.
-type Spans struct{}
+type Spans struct {
+	// Langfuse adds attrLangfuseCompletionStart, the first output token's
+	// moment, which Langfuse reads as a generation's completion start
+	// (it reads no GenAI convention for it).
+	Langfuse bool
+}
 
 // spanAttrs pools the attribute slice each span's end builds.
 var spanAttrs = sync.Pool{New: func() any {
@@ -24,7 +30,7 @@ var spanAttrs = sync.Pool{New: func() any {
 }}
 
 // Record finishes the span of r.
-func (Spans) Record(r *sink.Result) {
+func (s Spans) Record(r *sink.Result) {
 	span := trace.SpanFromContext(r.Ctx)
 	if !span.IsRecording() {
 		span.End()
@@ -47,6 +53,11 @@ func (Spans) Record(r *sink.Result) {
 		}
 	}
 	attrs = appendContent(attrs, &r.Content)
+	if s.Langfuse && m.FirstToken > 0 {
+		// Langfuse parses the value as JSON: a quoted timestamp.
+		attrs = append(attrs, attrLangfuseCompletionStart.String(
+			`"`+m.Start.Add(m.FirstToken).UTC().Format(time.RFC3339Nano)+`"`))
+	}
 	attrs = append(attrs,
 		attrInflight.Int64(r.Inflight),
 		attrOverhead.Float64(r.Overhead.Seconds()),
