@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -55,10 +56,8 @@ func TestLangfuseReadme(t *testing.T) {
 	if err != nil {
 		t.Fatalf("listening on 127.0.0.1:443 in the namespace: %v", err)
 	}
-	rec := &langfuseReceiver{}
-	srv := &http.Server{Handler: rec, TLSConfig: &tls.Config{Certificates: []tls.Certificate{serverCert}}}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	t.Cleanup(func() { _ = srv.Close() })
+	rec := &otlpHTTPStandIn{path: "/api/public/otel/v1/traces"}
+	serveStandIn(t, ln, serverCert, rec)
 
 	d.run(blocks)
 
@@ -66,8 +65,8 @@ func TestLangfuseReadme(t *testing.T) {
 	deadline := time.Now().Add(jaegerTraceTimeout)
 	for {
 		if s, ok := rec.span("chat sim-fast"); ok {
-			if s.auth != wantAuth || s.version != "4" {
-				t.Errorf("export headers Authorization %q, x-langfuse-ingestion-version %q; want %q, 4", s.auth, s.version, wantAuth)
+			if auth, version := s.header.Get("Authorization"), s.header.Get("X-Langfuse-Ingestion-Version"); auth != wantAuth || version != "4" {
+				t.Errorf("export headers Authorization %q, x-langfuse-ingestion-version %q; want %q, 4", auth, version, wantAuth)
 			}
 			if s.attrs["gen_ai.request.model"] != "sim-fast" || s.attrs["gen_ai.usage.output_tokens"] != "40" {
 				t.Errorf("model %q, output tokens %q; want sim-fast, 40", s.attrs["gen_ai.request.model"], s.attrs["gen_ai.usage.output_tokens"])
@@ -100,24 +99,26 @@ func TestLangfuseReadme(t *testing.T) {
 	}
 }
 
-// langfuseSpan is what the stand-in keeps of each span: its attributes as
+// standInSpan is what a stand-in keeps of each span: its attributes as
 // strings (numbers in JSON), its start, and the headers of its export.
-type langfuseSpan struct {
-	name, auth, version string
-	start               time.Time
-	attrs               map[string]string
+type standInSpan struct {
+	name   string
+	start  time.Time
+	attrs  map[string]string
+	header http.Header
 }
 
-// langfuseReceiver reads OTLP/HTTP protobuf at Langfuse's traces path and
-// notes every other path it is sent to.
-type langfuseReceiver struct {
+// otlpHTTPStandIn reads OTLP/HTTP protobuf at a backend's traces path, as
+// the backend does, and notes every other path it is sent to.
+type otlpHTTPStandIn struct {
+	path  string
 	mu    sync.Mutex
-	spans []langfuseSpan
+	spans []standInSpan
 	other []string
 }
 
-func (r *langfuseReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost || req.URL.Path != "/api/public/otel/v1/traces" {
+func (r *otlpHTTPStandIn) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost || req.URL.Path != r.path {
 		r.mu.Lock()
 		r.other = append(r.other, req.Method+" "+req.URL.Path)
 		r.mu.Unlock()
@@ -143,8 +144,8 @@ func (r *langfuseReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	for _, rs := range ex.GetResourceSpans() {
 		for _, ss := range rs.GetScopeSpans() {
 			for _, sp := range ss.GetSpans() {
-				s := langfuseSpan{
-					name: sp.GetName(), auth: req.Header.Get("Authorization"), version: req.Header.Get("X-Langfuse-Ingestion-Version"),
+				s := standInSpan{
+					name: sp.GetName(), header: req.Header.Clone(),
 					start: time.Unix(0, int64(sp.GetStartTimeUnixNano())), attrs: map[string]string{},
 				}
 				for _, kv := range sp.GetAttributes() {
@@ -160,7 +161,7 @@ func (r *langfuseReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	_, _ = w.Write(out)
 }
 
-func (r *langfuseReceiver) span(name string) (langfuseSpan, bool) {
+func (r *otlpHTTPStandIn) span(name string) (standInSpan, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range r.spans {
@@ -168,13 +169,20 @@ func (r *langfuseReceiver) span(name string) (langfuseSpan, bool) {
 			return s, true
 		}
 	}
-	return langfuseSpan{}, false
+	return standInSpan{}, false
 }
 
-func (r *langfuseReceiver) otherPaths() []string {
+func (r *otlpHTTPStandIn) otherPaths() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.other...)
+}
+
+// serveStandIn serves rec over TLS with cert on ln until the test ends.
+func serveStandIn(t *testing.T, ln net.Listener, cert tls.Certificate, rec http.Handler) {
+	srv := &http.Server{Handler: rec, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
 }
 
 // anyValueString is an attribute's value as text: strings as they are,
