@@ -3,12 +3,16 @@ package caddymodule
 import (
 	"encoding/json"
 	"io"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/tokentap/tokentap/otelexport"
 	"github.com/tokentap/tokentap/simulator"
 )
 
@@ -112,5 +116,75 @@ func checkCompletionStart(t *testing.T, span sdktrace.ReadOnlySpan, want bool) {
 	ttft := time.Duration(a[attrTimeToFirstToken].AsFloat64() * float64(time.Second))
 	if d := at.Sub(span.StartTime().Add(ttft)); d < -time.Microsecond || d > time.Microsecond {
 		t.Errorf("completion start %v is %v from the span's start %v plus its time to first token %v", at, d, span.StartTime(), ttft)
+	}
+}
+
+// startSampler notes what a sampler sees of each span as it starts.
+type startSampler struct {
+	mu    sync.Mutex
+	seen  []sdktrace.SamplingParameters
+	inner sdktrace.Sampler
+}
+
+func (s *startSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	s.mu.Lock()
+	s.seen = append(s.seen, p)
+	s.mu.Unlock()
+	return s.inner.ShouldSample(p)
+}
+
+func (s *startSampler) Description() string { return "startSampler" }
+
+// TestSamplersSeeWhatIsKnownAtStart: the operation, the provider, the
+// conversation id, and the model where the API puts it in the path
+// (Gemini, Bedrock), are on the
+// span when it starts, so a sampler can decide by them; a model in the
+// body is not known yet.
+func TestSamplersSeeWhatIsKnownAtStart(t *testing.T) {
+	tests := []struct {
+		name, path, body, wantName, wantModel string
+	}{
+		{"gemini: model in the path", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+			`{"contents":[]}`, "generate_content gemini-2.5-flash", "gemini-2.5-flash"},
+		{"bedrock: model in the path", "/model/anthropic.claude-3-haiku-20240307-v1:0/converse",
+			`{"messages":[]}`, "chat anthropic.claude-3-haiku-20240307-v1:0", "anthropic.claude-3-haiku-20240307-v1:0"},
+		{"openai: model in the body, not known yet", "/v1/chat/completions",
+			`{"model":"gpt-4o-mini"}`, "chat", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hs := newHarness(t, &Handler{Provider: "test-provider", ConversationID: "{http.request.header.X-Session-Id}"}, func(w http.ResponseWriter, r *http.Request) error {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{}`)
+				return nil
+			})
+			sampler := &startSampler{inner: sdktrace.AlwaysSample()}
+			hs.h.tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithSpanProcessor(hs.spans)))
+			req, _ := http.NewRequest("POST", hs.srv.URL+tt.path, strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Session-Id", "sess-1")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			hs.span(t)
+			sampler.mu.Lock()
+			defer sampler.mu.Unlock()
+			if len(sampler.seen) != 1 {
+				t.Fatalf("the sampler saw %d spans start, want 1", len(sampler.seen))
+			}
+			p := sampler.seen[0]
+			got := map[string]string{}
+			for _, kv := range p.Attributes {
+				got[string(kv.Key)] = kv.Value.Emit()
+			}
+			if p.Name != tt.wantName || got["gen_ai.request.model"] != tt.wantModel || got["gen_ai.provider.name"] != "test-provider" ||
+				got["gen_ai.operation.name"] == "" || got["gen_ai.conversation.id"] != "sess-1" {
+				t.Errorf("at start: name %q, attributes %v; want name %q, model %q, provider test-provider, conversation sess-1", p.Name, got, tt.wantName, tt.wantModel)
+			}
+		})
 	}
 }

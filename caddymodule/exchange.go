@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
@@ -36,6 +37,12 @@ type exchange struct {
 	span trace.Span
 	// ctx is the request's context with the exchange's span in it.
 	ctx context.Context
+	// pathRequest is what the request's path alone says (prepare): a
+	// field, so that the dialect's Request, called through an interface,
+	// does not move it to the heap.
+	pathRequest meter.Request
+	// startAttrs holds the span's start attributes, for the same reason.
+	startAttrs [4]attribute.KeyValue
 
 	// guessed is set when no dialect claimed the path and OpenAI chat was
 	// assumed; the response's media type may still say better.
@@ -106,18 +113,30 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 		ctx = h.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
 	op := x.tap.Dialect().Operation(r.URL.Path)
-	ctx, x.span = h.tracer.Start(ctx, op,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(x.tap.M.Start),
-		trace.WithAttributes(
-			semconv.GenAIOperationNameKey.String(op),
-			semconv.GenAIProviderNameKey.String(x.provider("")),
-		))
+	// What is known before the body has passed goes on the span as it
+	// starts, where samplers see it: the operation, the provider and,
+	// for the APIs that put it in the path (Gemini, Bedrock), the model;
+	// and the conversation id, where configured.
+	// A model in the body is known only once the upload has gone by, and
+	// the upstream only once reverse_proxy has chosen it.
+	x.tap.Dialect().Request(&x.pathRequest, r.URL.Path, nil)
+	name := op
+	x.startAttrs[0] = semconv.GenAIOperationNameKey.String(op)
+	x.startAttrs[1] = semconv.GenAIProviderNameKey.String(x.provider(""))
+	startAttrs := x.startAttrs[:2]
+	if model := x.pathRequest.Model; model != "" {
+		name = op + " " + model
+		startAttrs = append(startAttrs, semconv.GenAIRequestModel(model))
+	}
 	if h.ConversationID != "" {
 		if id := x.conversationID(r); id != "" {
-			x.span.SetAttributes(semconv.GenAIConversationID(id))
+			startAttrs = append(startAttrs, semconv.GenAIConversationID(id))
 		}
 	}
+	ctx, x.span = h.tracer.Start(ctx, name,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithTimestamp(x.tap.M.Start),
+		trace.WithAttributes(startAttrs...))
 	// reverse_proxy copies the request headers upstream, so the upstream
 	// sees this span as its parent.
 	h.propagator.Inject(ctx, propagation.HeaderCarrier(r.Header))

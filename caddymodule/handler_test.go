@@ -75,7 +75,7 @@ func newHarness(t *testing.T, h *Handler, upstream caddyhttp.HandlerFunc) *harne
 	}
 	// Each unit test sees only its own spans.
 	rec := tracetest.NewSpanRecorder()
-	h.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer(otelexport.InstrumentationName)
+	h.tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	if err := h.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestSpanContract(t *testing.T) {
 	})
 	parent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	req, _ := http.NewRequest("POST", hs.srv.URL+"/v1/chat/completions",
-		strings.NewReader(`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"temperature":0.5,"top_p":0.9}`))
+		strings.NewReader(`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"temperature":0.5,"top_p":0.9,"seed":11,"stop":["END"],"n":2,"frequency_penalty":0.5,"presence_penalty":0.25}`))
 	req.Header.Set("traceparent", parent)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -254,6 +254,9 @@ func TestSpanContract(t *testing.T) {
 
 	if s.Name() != "chat gpt-4o-mini" || s.SpanKind() != trace.SpanKindClient {
 		t.Errorf("name %q kind %v", s.Name(), s.SpanKind())
+	}
+	if sc := s.InstrumentationScope(); sc.Name != otelexport.InstrumentationName || sc.SchemaURL != otelexport.SchemaURL {
+		t.Errorf("scope %q schema %q, want %q %q", sc.Name, sc.SchemaURL, otelexport.InstrumentationName, otelexport.SchemaURL)
 	}
 	if s.Parent().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || s.Parent().SpanID().String() != "00f067aa0ba902b7" {
 		t.Errorf("parent %v, want the client's traceparent", s.Parent())
@@ -273,6 +276,11 @@ func TestSpanContract(t *testing.T) {
 		"gen_ai.request.max_tokens":            int64(100),
 		"gen_ai.request.temperature":           0.5,
 		"gen_ai.request.top_p":                 0.9,
+		"gen_ai.request.seed":                  int64(11),
+		"gen_ai.request.stop_sequences":        []string{"END"},
+		"gen_ai.request.choice.count":          int64(2),
+		"gen_ai.request.frequency_penalty":     0.5,
+		"gen_ai.request.presence_penalty":      0.25,
 		"gen_ai.response.model":                "gpt-4o-mini-2024-07-18",
 		"gen_ai.response.id":                   "chatcmpl-CxT8kq2VhY1nN9q0fJ4mZs7bLwPa",
 		"gen_ai.response.finish_reasons":       []string{"stop"},

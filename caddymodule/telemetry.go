@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentap/tokentap/otelexport"
 	"github.com/tokentap/tokentap/sink"
@@ -31,7 +30,7 @@ func (h *Handler) provisionTelemetry(ctx caddy.Context) error {
 		releaseMeter()
 		releaseTracer()
 	}}
-	h.tracer = tp.Tracer(otelexport.InstrumentationName, trace.WithInstrumentationVersion(otelexport.Version()))
+	h.tracer = otelexport.Tracer(tp)
 	h.propagator = otelexport.Propagator()
 
 	// In this order: the span first, so that it ends at the measured end

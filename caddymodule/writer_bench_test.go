@@ -125,7 +125,7 @@ func benchHandler(b testing.TB) *Handler {
 	}
 	b.Cleanup(func() { _ = h.Cleanup() })
 	// A recording provider, so span attributes are really built.
-	h.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder())).Tracer(otelexport.InstrumentationName)
+	h.tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder())))
 	return h
 }
 

@@ -3,6 +3,8 @@ package meter
 import (
 	"bytes"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -49,6 +51,7 @@ func (*anthropicMessages) Operation(string) string { return "chat" }
 // Request implements Dialect.
 func (*anthropicMessages) Request(r *Request, _ string, body []byte) {
 	readRequest(r, body, anthropicRequest)
+	readSampling(r, gjson.ParseBytes(body), anthropicSampling)
 }
 
 // Event implements Dialect: the event is read as anthropic_events.go

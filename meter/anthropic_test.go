@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -132,7 +133,7 @@ func TestAnthropicBodies(t *testing.T) {
 			m := readInPieces(mt, testdata(t, "anthropic", tt.fixture), 100)
 			checkBody(t, m, tt)
 			want := Request{Model: "claude-sonnet-4-5", MaxTokens: 64, HasMaxTokens: true, Temperature: 0.2, HasTemperature: true, TopP: 0.9, HasTopP: true}
-			if m.Request != want {
+			if !reflect.DeepEqual(m.Request, want) {
 				t.Errorf("request = %+v, want %+v", m.Request, want)
 			}
 		})
@@ -142,7 +143,7 @@ func TestAnthropicBodies(t *testing.T) {
 func TestAnthropicRequest(t *testing.T) {
 	tests := []requestCase{
 		{"all parameters", `{"model":"claude-opus-4-1","max_tokens":1024,"stream":true,"temperature":1,"top_p":0.95,"top_k":40,"messages":[]}`,
-			Request{Model: "claude-opus-4-1", Stream: true, HasStream: true, MaxTokens: 1024, HasMaxTokens: true, Temperature: 1, HasTemperature: true, TopP: 0.95, HasTopP: true}},
+			Request{Model: "claude-opus-4-1", Stream: true, HasStream: true, MaxTokens: 1024, HasMaxTokens: true, Temperature: 1, HasTemperature: true, TopP: 0.95, HasTopP: true, TopK: 40, HasTopK: true}},
 		{"OpenAI's max_completion_tokens is not Anthropic's", `{"model":"m","max_completion_tokens":5}`, Request{Model: "m"}},
 		{"prefix of a long body still gives the model", `{"model":"claude-3-5-haiku","messages":[{"role":"user","content":"aaaa`, Request{Model: "claude-3-5-haiku"}},
 		{"wrong types are ignored", `{"model":1,"stream":"true","max_tokens":"9"}`, Request{}},

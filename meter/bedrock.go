@@ -153,6 +153,11 @@ func (b *bedrock) Request(r *Request, path string, body []byte) {
 	if v := bedrockFirst(body, topP); v.Type == gjson.Number {
 		r.TopP, r.HasTopP = v.Float(), true
 	}
+	sampling := bedrockConverseSampling
+	if b.invoke {
+		sampling = bedrockInvokeSampling
+	}
+	readSampling(r, gjson.ParseBytes(body), sampling)
 }
 
 // bedrockFirst returns the first of |-separated paths present in body.

@@ -243,7 +243,7 @@ func TestBedrockRequestParameters(t *testing.T) {
 			DetectDialect(tt.path).New().Request(&r, tt.path, []byte(tt.body))
 			// The path's part is tested in TestBedrockPaths.
 			r.Model, r.Stream, r.HasStream = "", false, false
-			if r != tt.want {
+			if !reflect.DeepEqual(r, tt.want) {
 				t.Errorf("got %+v, want %+v", r, tt.want)
 			}
 		})

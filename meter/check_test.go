@@ -187,7 +187,7 @@ func checkRequests(t *testing.T, newDialect func() Dialect, path string, tests [
 		t.Run(tt.name, func(t *testing.T) {
 			var r Request
 			newDialect().Request(&r, path, []byte(tt.body))
-			if r != tt.want {
+			if !reflect.DeepEqual(r, tt.want) {
 				t.Errorf("got %+v, want %+v", r, tt.want)
 			}
 		})

@@ -3,6 +3,8 @@ package meter
 import (
 	"bytes"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -29,6 +31,7 @@ func (cohereChat) Operation(string) string { return "chat" }
 // not top_p.
 func (cohereChat) Request(r *Request, _ string, body []byte) {
 	readRequest(r, body, cohereRequest)
+	readSampling(r, gjson.ParseBytes(body), cohereSampling)
 }
 
 // Event reads one event with the raw reader of jsonraw.go: text deltas and

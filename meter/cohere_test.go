@@ -1,6 +1,9 @@
 package meter
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestCohereStreams(t *testing.T) {
 	// Cohere's responses never name the model (no row has one): the
@@ -85,8 +88,8 @@ func TestCohereBodies(t *testing.T) {
 			mt := exchange{tt.status, "application/json", "/v2/chat"}.start(cohereChat{}, Options{}, []byte(`{"model":"command-r-plus-08-2024","stream":false,"max_tokens":100,"temperature":0.3,"p":0.75,"k":0}`))
 			m := readInPieces(mt, testdata(t, "cohere", tt.fixture), 100)
 			checkBody(t, m, tt)
-			want := Request{Model: "command-r-plus-08-2024", HasStream: true, MaxTokens: 100, HasMaxTokens: true, Temperature: 0.3, HasTemperature: true, TopP: 0.75, HasTopP: true}
-			if m.Request != want {
+			want := Request{Model: "command-r-plus-08-2024", HasStream: true, MaxTokens: 100, HasMaxTokens: true, Temperature: 0.3, HasTemperature: true, TopP: 0.75, HasTopP: true, HasTopK: true} // "k": 0
+			if !reflect.DeepEqual(m.Request, want) {
 				t.Errorf("request = %+v, want %+v", m.Request, want)
 			}
 		})

@@ -119,6 +119,7 @@ func (g *gemini) Request(r *Request, path string, body []byte) {
 	if v := geminiField(gc, "topP", "top_p"); v.Type == gjson.Number {
 		r.TopP, r.HasTopP = v.Float(), true
 	}
+	readSampling(r, gc, geminiSampling)
 }
 
 func geminiField(obj gjson.Result, camel, snake string) gjson.Result {

@@ -364,7 +364,7 @@ func TestGeminiRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var r Request
 			newGemini().Request(&r, tt.path, []byte(tt.body))
-			if r != tt.want {
+			if !reflect.DeepEqual(r, tt.want) {
 				t.Errorf("got %+v, want %+v", r, tt.want)
 			}
 		})

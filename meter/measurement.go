@@ -89,6 +89,21 @@ type Request struct {
 	HasTemperature bool
 	TopP           float64
 	HasTopP        bool
+	// The other sampling parameters the GenAI conventions name, where the
+	// API has them (request.go's samplingNames): the seed, top-k, the
+	// penalties, the stop sequences (at most maxStopSequences), and how
+	// many choices were asked for.
+	Seed                int64
+	HasSeed             bool
+	TopK                float64
+	HasTopK             bool
+	FrequencyPenalty    float64
+	HasFrequencyPenalty bool
+	PresencePenalty     float64
+	HasPresencePenalty  bool
+	StopSequences       []string
+	ChoiceCount         int64
+	HasChoiceCount      bool
 	// IncludeUsage is OpenAI's stream_options.include_usage.
 	IncludeUsage bool
 	// Truncated is true when the body was larger than the tee's cap, so

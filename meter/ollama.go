@@ -63,6 +63,7 @@ func (ollama) Request(r *Request, _ string, body []byte) {
 	if v := opts.Get("top_p"); v.Type == gjson.Number {
 		r.TopP, r.HasTopP = v.Float(), true
 	}
+	readSampling(r, opts, ollamaSampling)
 }
 
 func (ollama) Event(o *Observer, ev *sse.Event) {

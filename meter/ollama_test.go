@@ -2,6 +2,7 @@ package meter
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 )
 
@@ -127,7 +128,7 @@ func TestOllamaBodies(t *testing.T) {
 			m := readInPieces(mt, testdata(t, "ollama", tt.fixture), 100)
 			checkBody(t, m, tt)
 			want := Request{Model: "llama3.2", HasStream: true, MaxTokens: 128, HasMaxTokens: true, Temperature: 0.2, HasTemperature: true, TopP: 0.9, HasTopP: true}
-			if m.Request != want {
+			if !reflect.DeepEqual(m.Request, want) {
 				t.Errorf("request = %+v, want %+v", m.Request, want)
 			}
 		})

@@ -42,6 +42,7 @@ func (openAIChat) Operation(path string) string {
 
 func (openAIChat) Request(r *Request, _ string, body []byte) {
 	readRequest(r, body, openAIChatRequest)
+	readSampling(r, gjson.ParseBytes(body), openAIChatSampling)
 	r.IncludeUsage = gjson.GetBytes(body, "stream_options.include_usage").Bool()
 }
 

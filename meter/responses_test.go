@@ -141,7 +141,7 @@ func TestOpenAIResponsesBodies(t *testing.T) {
 			m := readInPieces(mt, testdata(t, "responses", tt.fixture), 100)
 			checkBody(t, m, tt)
 			want := Request{Model: "o4-mini", MaxTokens: 300, HasMaxTokens: true, Temperature: 0.2, HasTemperature: true, TopP: 0.9, HasTopP: true}
-			if m.Request != want {
+			if !reflect.DeepEqual(m.Request, want) {
 				t.Errorf("request = %+v, want %+v", m.Request, want)
 			}
 		})

@@ -1,6 +1,9 @@
 package meter
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestTGIStreams(t *testing.T) {
 	// TGI serves one model and never names it in a response: no row has a
@@ -50,7 +53,7 @@ func TestTGIStreams(t *testing.T) {
 			checkStream(t, m, tt)
 			// No model: TGI's request does not name one either.
 			want := Request{Stream: true, HasStream: true, MaxTokens: 20, HasMaxTokens: true}
-			if m.Operation != "text_completion" || m.Request != want {
+			if m.Operation != "text_completion" || !reflect.DeepEqual(m.Request, want) {
 				t.Errorf("Operation %q Request %+v, want text_completion %+v", m.Operation, m.Request, want)
 			}
 		})
@@ -86,7 +89,7 @@ func TestTGIBodies(t *testing.T) {
 			m := readInPieces(mt, testdata(t, "tgi", tt.fixture), 100)
 			checkBody(t, m, tt)
 			want := Request{HasStream: true, MaxTokens: 20, HasMaxTokens: true, Temperature: 0.5, HasTemperature: true, TopP: 0.95, HasTopP: true}
-			if m.Request != want || m.Operation != "text_completion" {
+			if !reflect.DeepEqual(m.Request, want) || m.Operation != "text_completion" {
 				t.Errorf("Operation %q request = %+v, want %+v", m.Operation, m.Request, want)
 			}
 		})
@@ -109,7 +112,7 @@ func TestTGIRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var r Request
 			tgi{}.Request(&r, tt.path, []byte(tt.body))
-			if r != tt.want {
+			if !reflect.DeepEqual(r, tt.want) {
 				t.Errorf("got %+v, want %+v", r, tt.want)
 			}
 		})

@@ -54,6 +54,9 @@ func TestHistogramAggregationFromEnv(t *testing.T) {
 			}
 			histograms := 0
 			for _, sm := range rm.ScopeMetrics {
+				if sm.Scope.SchemaURL != SchemaURL {
+					t.Errorf("scope %s has schema %q, want %q", sm.Scope.Name, sm.Scope.SchemaURL, SchemaURL)
+				}
 				for _, m := range sm.Metrics {
 					switch m.Data.(type) {
 					case metricdata.ExponentialHistogram[float64], metricdata.ExponentialHistogram[int64]:

@@ -74,6 +74,7 @@ func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.K
 	if rq.HasTopP {
 		attrs = append(attrs, semconv.GenAIRequestTopP(rq.TopP))
 	}
+	attrs = appendSampling(attrs, rq)
 	if m.ResponseModel != "" {
 		attrs = append(attrs, semconv.GenAIResponseModel(validUTF8(m.ResponseModel)))
 	}
@@ -152,4 +153,32 @@ func isFailure(m *meter.Measurement) bool {
 
 func spanErrorStatus(m *meter.Measurement) (codes.Code, string) {
 	return codes.Error, m.Outcome.String() + ": " + validUTF8(m.ErrorType)
+}
+
+// appendSampling adds the request's other sampling parameters, each where
+// the request had it.
+func appendSampling(attrs []attribute.KeyValue, rq *meter.Request) []attribute.KeyValue {
+	if rq.HasSeed {
+		attrs = append(attrs, semconv.GenAIRequestSeed(int(rq.Seed)))
+	}
+	if rq.HasTopK {
+		attrs = append(attrs, semconv.GenAIRequestTopK(rq.TopK))
+	}
+	if rq.HasFrequencyPenalty {
+		attrs = append(attrs, semconv.GenAIRequestFrequencyPenalty(rq.FrequencyPenalty))
+	}
+	if rq.HasPresencePenalty {
+		attrs = append(attrs, semconv.GenAIRequestPresencePenalty(rq.PresencePenalty))
+	}
+	if rq.HasChoiceCount {
+		attrs = append(attrs, semconv.GenAIRequestChoiceCount(int(rq.ChoiceCount)))
+	}
+	if len(rq.StopSequences) > 0 {
+		stops := make([]string, len(rq.StopSequences))
+		for i, s := range rq.StopSequences {
+			stops[i] = validUTF8(s)
+		}
+		attrs = append(attrs, semconv.GenAIRequestStopSequences(stops...))
+	}
+	return attrs
 }

@@ -73,7 +73,7 @@ type Instruments struct {
 // give the conventions' names, units and descriptions; the bucket
 // boundaries are passed here because the constructors set none.
 func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*Instruments, error) {
-	m := mp.Meter(InstrumentationName, metric.WithInstrumentationVersion(Version()))
+	m := mp.Meter(InstrumentationName, metric.WithInstrumentationVersion(Version()), metric.WithSchemaURL(SchemaURL))
 	durations := metric.WithExplicitBucketBoundaries(durationBuckets...)
 	ins := &Instruments{
 		enabled: enabled,
