@@ -104,6 +104,8 @@ type Request struct {
 	StopSequences       []string
 	ChoiceCount         int64
 	HasChoiceCount      bool
+	// ServiceTier is OpenAI's service_tier as the client asked for it.
+	ServiceTier string
 	// IncludeUsage is OpenAI's stream_options.include_usage.
 	IncludeUsage bool
 	// Truncated is true when the body was larger than the tee's cap, so
@@ -173,6 +175,12 @@ type Measurement struct {
 
 	ResponseModel string
 	ResponseID    string
+	// ServiceTier and SystemFingerprint are OpenAI's service_tier (the
+	// tier that served the request: "default", "scale", "flex") and
+	// system_fingerprint (the backend configuration), where the response
+	// has them.
+	ServiceTier       string
+	SystemFingerprint string
 	// FinishReasons holds one reason per choice, in choice index order.
 	FinishReasons []string
 

@@ -75,7 +75,9 @@ func (o *Observer) Output(tokens int64, visible bool) {
 }
 
 // identity reads the member k, "id" or "model", the names every JSON
-// dialect gives the response's id and model in its chunks and bodies.
+// dialect gives the response's id and model in its chunks and bodies, or
+// OpenAI's "service_tier" and "system_fingerprint". Each is copied only
+// when it changes, so a value repeated in every chunk costs one copy.
 func (o *Observer) identity(k, v string) {
 	var b rawBuf
 	s, ok := rawStr(v, b[:0])
@@ -85,6 +87,14 @@ func (o *Observer) identity(k, v string) {
 		o.ResponseID(s)
 	case k == "model":
 		o.Model(s)
+	case k == "service_tier":
+		if len(s) > 0 && string(s) != o.m.ServiceTier {
+			o.m.ServiceTier = string(s)
+		}
+	case k == "system_fingerprint":
+		if len(s) > 0 && string(s) != o.m.SystemFingerprint {
+			o.m.SystemFingerprint = string(s)
+		}
 	}
 }
 

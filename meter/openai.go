@@ -42,6 +42,7 @@ func (openAIChat) Operation(path string) string {
 
 func (openAIChat) Request(r *Request, _ string, body []byte) {
 	readRequest(r, body, openAIChatRequest)
+	readServiceTier(r, body)
 	readSampling(r, gjson.ParseBytes(body), openAIChatSampling)
 	r.IncludeUsage = gjson.GetBytes(body, "stream_options.include_usage").Bool()
 }
@@ -107,7 +108,7 @@ func readOpenAIChunk(o *Observer, s string) {
 		v := rawValueAt(rest)
 		var b rawBuf
 		switch k {
-		case "id", "model":
+		case "id", "model", "service_tier", "system_fingerprint":
 			o.identity(k, v)
 		case "usage":
 			if rawKindOf(v) == kindObject {

@@ -131,3 +131,11 @@ func firstOf(obj gjson.Result, paths string) gjson.Result {
 	}
 	return gjson.Result{}
 }
+
+// readServiceTier reads OpenAI's service_tier request parameter ("auto",
+// "default", "flex", "priority").
+func readServiceTier(r *Request, body []byte) {
+	if v := gjson.GetBytes(body, "service_tier"); v.Type == gjson.String {
+		r.ServiceTier = v.Str
+	}
+}

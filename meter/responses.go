@@ -41,6 +41,7 @@ func (openAIResponses) Operation(string) string { return "chat" }
 // Request implements Dialect.
 func (openAIResponses) Request(r *Request, _ string, body []byte) {
 	readRequest(r, body, openAIResponsesRequest)
+	readServiceTier(r, body)
 }
 
 // Event implements Dialect. The kind is the JSON "type", which every
@@ -256,7 +257,7 @@ func readResponsesObject(o *Observer, r string, final bool) {
 	var status, reason, errObj string
 	rawMembers(r, func(k, v string) bool {
 		switch k {
-		case "id", "model":
+		case "id", "model", "service_tier":
 			o.identity(k, v)
 		case "usage":
 			if len(v) > 0 && v[0] == '{' {

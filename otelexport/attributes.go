@@ -81,6 +81,7 @@ func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.K
 	if m.ResponseID != "" {
 		attrs = append(attrs, semconv.GenAIResponseID(validUTF8(m.ResponseID)))
 	}
+	attrs = appendOpenAI(attrs, r)
 	if reasons := FinishReasons(m.FinishReasons); len(reasons) > 0 {
 		attrs = append(attrs, semconv.GenAIResponseFinishReasons(reasons...))
 	}
@@ -179,6 +180,32 @@ func appendSampling(attrs []attribute.KeyValue, rq *meter.Request) []attribute.K
 			stops[i] = validUTF8(s)
 		}
 		attrs = append(attrs, semconv.GenAIRequestStopSequences(stops...))
+	}
+	return attrs
+}
+
+// appendOpenAI adds the conventions' openai.* attributes: the API's type
+// when the provider is OpenAI, and the service tier asked for and used and
+// the system fingerprint wherever a request or response has them
+// (OpenAI-compatible servers and Azure send them too).
+func appendOpenAI(attrs []attribute.KeyValue, r *sink.Result) []attribute.KeyValue {
+	m := r.M
+	if r.Provider == "openai" {
+		switch m.Dialect {
+		case "openai_chat":
+			attrs = append(attrs, semconv.OpenAIAPITypeChatCompletions)
+		case "openai_responses":
+			attrs = append(attrs, semconv.OpenAIAPITypeResponses)
+		}
+	}
+	if t := m.Request.ServiceTier; t != "" {
+		attrs = append(attrs, semconv.OpenAIRequestServiceTierKey.String(validUTF8(t)))
+	}
+	if t := m.ServiceTier; t != "" {
+		attrs = append(attrs, semconv.OpenAIResponseServiceTier(validUTF8(t)))
+	}
+	if f := m.SystemFingerprint; f != "" {
+		attrs = append(attrs, semconv.OpenAIResponseSystemFingerprint(validUTF8(f)))
 	}
 	return attrs
 }
