@@ -48,6 +48,7 @@ var fuzzTargets = []fuzzTarget{
 	{pkg: "capture", name: "FuzzInput", decoder: "capture_content's reading of request bodies, every dialect"},
 	{pkg: "sse", name: "FuzzSplitter", decoder: "inject_usage's event boundaries (sse.Splitter)"},
 	{pkg: "injectusage", name: "FuzzStripper", decoder: "inject_usage's removal of the usage it asked for"},
+	{pkg: "cost", name: "FuzzLoadLiteLLM", decoder: "pricing files in LiteLLM's format"},
 }
 
 // TestFuzzCoverage: every registered dialect and every streaming decoder

@@ -1,0 +1,141 @@
+package cost
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tokentap/tokentap/meter"
+)
+
+// Price is one model's prices in US dollars per million tokens. The
+// optional ones, nil when the model has no price of its own for them, fall
+// back: cached reads and cache writes to Input, reasoning to Output.
+type Price struct {
+	Input, Output                    float64
+	CacheRead, CacheWrite, Reasoning *float64
+}
+
+// maxPrice bounds a price, in dollars per million tokens: a thousand
+// times the dearest model's, far from any real price and from float
+// overflow.
+const maxPrice = 1e6
+
+// Validate rejects prices that cannot be right: negative, not finite, or
+// over maxPrice.
+func (p Price) Validate() error {
+	for _, v := range []struct {
+		name string
+		v    *float64
+	}{{"input", &p.Input}, {"output", &p.Output}, {"cache_read", p.CacheRead}, {"cache_write", p.CacheWrite}, {"reasoning", p.Reasoning}} {
+		if v.v != nil && !(*v.v >= 0 && *v.v <= maxPrice) {
+			return fmt.Errorf("%s price %v: want dollars per million tokens, from 0 to %g", v.name, *v.v, float64(maxPrice))
+		}
+	}
+	return nil
+}
+
+// Cost is what usage u cost at p, in US dollars; ok is false when the
+// input or the output count is unknown. The input count includes cached
+// reads and cache writes (meter.Usage's contract), which are priced at
+// their own rates; the output includes reasoning, priced apart only when
+// the model prices it apart.
+func (p Price) Cost(u meter.Usage) (usd float64, ok bool) {
+	if u.InputTokens < 0 || u.OutputTokens < 0 {
+		return 0, false
+	}
+	read, write := max(u.CacheReadInputTokens, 0), max(u.CacheCreationInputTokens, 0)
+	plain := max(u.InputTokens-read-write, 0)
+	perM := float64(plain)*p.Input + float64(read)*or(p.CacheRead, p.Input) + float64(write)*or(p.CacheWrite, p.Input)
+	out := u.OutputTokens
+	if p.Reasoning != nil && u.ReasoningOutputTokens > 0 {
+		r := min(u.ReasoningOutputTokens, out)
+		perM += float64(r) * *p.Reasoning
+		out -= r
+	}
+	perM += float64(out) * p.Output
+	return perM / 1e6, true
+}
+
+func or(v *float64, fallback float64) float64 {
+	if v != nil {
+		return *v
+	}
+	return fallback
+}
+
+// Table finds a model's price: the patterns first, in the order they were
+// added (the Caddyfile's price lines), then the pricing file's exact
+// names.
+type Table struct {
+	patterns []pattern
+	file     map[string]Price
+}
+
+type pattern struct {
+	glob  string
+	price Price
+}
+
+// Add adds a price for the models that glob matches: a model name, or one
+// with * standing for any run of characters ("claude-sonnet-*", "*/gpt-4o").
+func (t *Table) Add(glob string, p Price) error {
+	if glob == "" {
+		return fmt.Errorf("empty model pattern")
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("model %s: %v", glob, err)
+	}
+	t.patterns = append(t.patterns, pattern{glob, p})
+	return nil
+}
+
+// Empty reports whether the table has no price at all.
+func (t *Table) Empty() bool { return t == nil || len(t.patterns) == 0 && len(t.file) == 0 }
+
+// Lookup returns the price of model. A pricing file's names may carry a
+// provider prefix ("openai/gpt-4o", "bedrock/anthropic.claude-...") where
+// the response names the model alone, so the part after the last / of a
+// file's name matches too; an exact name wins over such a match.
+func (t *Table) Lookup(model string) (Price, bool) {
+	if t == nil || model == "" {
+		return Price{}, false
+	}
+	for _, p := range t.patterns {
+		if globMatch(p.glob, model) {
+			return p.price, true
+		}
+	}
+	if p, ok := t.file[model]; ok {
+		return p, true
+	}
+	if p, ok := t.file[suffixKey+model]; ok {
+		return p, true
+	}
+	return Price{}, false
+}
+
+// suffixKey marks the file entries indexed by the part of their name after
+// the provider prefix (no model name contains a NUL byte).
+const suffixKey = "\x00"
+
+// globMatch reports whether s matches glob, in which * matches any run of
+// characters, / included, and nothing else is special.
+func globMatch(glob, s string) bool {
+	parts := strings.Split(glob, "*")
+	if len(parts) == 1 {
+		return glob == s
+	}
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, mid := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, mid)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(mid):]
+	}
+	return strings.HasSuffix(s, last)
+}
