@@ -28,6 +28,7 @@ func TestPackageEdges(t *testing.T) {
 		{"./otelexport", []string{"github.com/caddyserver/"}},
 		{"./injectusage", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
 		{"./simstamp", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./cost", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
 		// go test ./meter stays fast: its tests link no Caddy either.
 		{"-test ./meter", []string{"github.com/caddyserver/"}},
 	}

@@ -37,10 +37,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		capture_content   [<max_size>|on|off]
 //		conversation_id   <value>
 //		langfuse
+//		price             <model> input <usd> output <usd> [cache_read <usd>] [cache_write <usd>] [reasoning <usd>]
+//		pricing_file      <path>
+//		cost_from_estimates
 //	}
 //
 // label may be repeated, once per name; its value, and conversation_id's,
-// may use placeholders.
+// may use placeholders. price may be repeated, once per model pattern;
+// prices are US dollars per million tokens.
 //
 // The directive is ordered before reverse_proxy. Put it in the same handle
 // block as the reverse_proxy it measures.
@@ -69,17 +73,33 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Labels[name] = value
 			continue
 		}
+		if opt == "price" {
+			p, err := unmarshalPrice(d)
+			if err != nil {
+				return err
+			}
+			for _, q := range h.Prices {
+				if q.Model == p.Model {
+					return d.Errf("price %s already specified", p.Model)
+				}
+			}
+			h.Prices = append(h.Prices, p)
+			continue
+		}
 		if seen[opt] {
 			return d.Errf("%s already specified", opt)
 		}
 		seen[opt] = true
-		if opt == "inject_usage" || opt == "langfuse" {
+		if opt == "inject_usage" || opt == "langfuse" || opt == "cost_from_estimates" {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			if opt == "langfuse" {
+			switch opt {
+			case "langfuse":
 				h.Langfuse = true
-			} else {
+			case "cost_from_estimates":
+				h.CostFromEstimates = true
+			default:
 				h.InjectUsage = true
 			}
 			continue
@@ -100,6 +120,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch opt {
 		case "conversation_id":
 			h.ConversationID = arg
+		case "pricing_file":
+			h.PricingFile = arg
 		case "provider":
 			h.Provider = arg
 		case "dialect":
@@ -136,4 +158,45 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+// unmarshalPrice reads a price line's arguments: the model pattern, then
+// input and output, then any of cache_read, cache_write and reasoning,
+// each followed by its price.
+func unmarshalPrice(d *caddyfile.Dispenser) (ModelPrice, error) {
+	args := d.RemainingArgs()
+	if len(args) < 5 || len(args)%2 == 0 {
+		return ModelPrice{}, d.Errf("price wants <model> input <usd> output <usd>, then any of cache_read, cache_write, reasoning with their prices")
+	}
+	p := ModelPrice{Model: args[0]}
+	seen := map[string]bool{}
+	for i := 1; i < len(args); i += 2 {
+		name := args[i]
+		v, err := strconv.ParseFloat(args[i+1], 64)
+		if err != nil {
+			return ModelPrice{}, d.Errf("price %s: %s %q is not a number of dollars per million tokens", p.Model, name, args[i+1])
+		}
+		if seen[name] {
+			return ModelPrice{}, d.Errf("price %s: %s given twice", p.Model, name)
+		}
+		seen[name] = true
+		switch name {
+		case "input":
+			p.Input = v
+		case "output":
+			p.Output = v
+		case "cache_read":
+			p.CacheRead = &v
+		case "cache_write":
+			p.CacheWrite = &v
+		case "reasoning":
+			p.Reasoning = &v
+		default:
+			return ModelPrice{}, d.Errf("price %s: unknown price %q (input, output, cache_read, cache_write, reasoning)", p.Model, name)
+		}
+	}
+	if !seen["input"] || !seen["output"] {
+		return ModelPrice{}, d.Errf("price %s: input and output are required", p.Model)
+	}
+	return p, nil
 }

@@ -332,6 +332,7 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 		r.Provider = x.provider(r.Host)
 		r.Labels = x.resolveLabels()
 	})
+	x.safely("cost", func() { x.price(r) })
 	x.safely("content", func() { r.Content = x.content(m) })
 	x.overhead += time.Since(end)
 	r.Inflight, r.Overhead = x.inflightAhead, x.overhead

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/tokentap/tokentap/cost"
 	"github.com/tokentap/tokentap/meter"
 )
 
@@ -124,7 +125,27 @@ type Handler struct {
 	// first token column fills: it does not read
 	// gen_ai.response.time_to_first_chunk. Default: off.
 	Langfuse bool `json:"langfuse,omitempty"`
+	// Prices price each exchange's tokens, per model, in US dollars per
+	// million tokens; the first line whose model pattern matches wins,
+	// before PricingFile. The cost goes on the span
+	// (tokentap.cost.usd) and into the tokentap.cost counter. No prices
+	// ship with tokentap. Default: none, and no cost.
+	Prices []ModelPrice `json:"prices,omitempty"`
+	// PricingFile is a pricing file in the format of LiteLLM's
+	// model_prices_and_context_window.json (input_cost_per_token,
+	// output_cost_per_token, cache_read_input_token_cost,
+	// cache_creation_input_token_cost, output_cost_per_reasoning_token,
+	// in dollars per token), read at provisioning: a file the user keeps
+	// already. Default: none.
+	PricingFile string `json:"pricing_file,omitempty"`
+	// CostFromEstimates prices exchanges whose output count tokentap
+	// estimated (no usage reported). Off by default: a cost is a bill,
+	// and an estimate is not. An estimated exchange rarely has an input
+	// count anyway, and without one there is no cost.
+	CostFromEstimates bool `json:"cost_from_estimates,omitempty"`
 
+	prices     *cost.Table
+	unpriced   *unpricedLog
 	dialect    *meter.DialectInfo
 	capture    bool
 	labels     []labelDef
@@ -174,6 +195,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := h.provisionCapture(); err != nil {
+		return err
+	}
+	if err := h.provisionCost(); err != nil {
 		return err
 	}
 	return h.provisionTelemetry(ctx)

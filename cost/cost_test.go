@@ -169,3 +169,21 @@ func TestCostOfRecordedStream(t *testing.T) {
 		t.Errorf("cost %v (usage %+v), want %v", got, m.Usage, want)
 	}
 }
+
+// TestExamplePricingFile: the example file in examples/pricing loads, its
+// image model is skipped, and a provider-prefixed name is found by the
+// model's own name.
+func TestExamplePricingFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "examples", "pricing", "model_prices.example.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tb Table
+	loaded, skipped, err := tb.LoadLiteLLM(data)
+	if err != nil || loaded != 3 || skipped != 1 {
+		t.Fatalf("loaded %d, skipped %d, %v; want 3, 1", loaded, skipped, err)
+	}
+	if p, ok := tb.Lookup("gemini-2.5-flash"); !ok || !near(p.Input, 0.30) || !near(p.Output, 2.50) {
+		t.Errorf("gemini-2.5-flash: %+v, %v", p, ok)
+	}
+}

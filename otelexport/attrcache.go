@@ -45,9 +45,11 @@ type attrEntry struct {
 }
 
 // recordOpts holds one record option per set: every histogram's, and the
-// token usage's with gen_ai.token.type input or output.
+// token usage's with gen_ai.token.type input or output; add is the first
+// set as the counters take it.
 type recordOpts struct {
 	all, input, output [1]metric.RecordOption
+	add                [1]metric.AddOption
 }
 
 // lookup returns the record options for kvs, building and caching them the
@@ -105,7 +107,8 @@ func (c *attrCache) hash(kvs []attribute.KeyValue) uint64 {
 func newRecordOpts(kvs []attribute.KeyValue) recordOpts {
 	var o recordOpts
 	// NewSet sorts its argument, so each set gets a copy of its own.
-	o.all[0] = metric.WithAttributeSet(attribute.NewSet(slices.Clone(kvs)...))
+	all := metric.WithAttributeSet(attribute.NewSet(slices.Clone(kvs)...))
+	o.all[0], o.add[0] = all, all
 	withType := func(t attribute.KeyValue) metric.RecordOption {
 		return metric.WithAttributeSet(attribute.NewSet(append(slices.Clone(kvs), t)...))
 	}

@@ -26,6 +26,7 @@ const (
 	attrOutcome                 = attribute.Key("tokentap.outcome")
 	attrInflight                = attribute.Key("tokentap.inflight")
 	attrOverhead                = attribute.Key("tokentap.overhead")
+	attrCostUSD                 = attribute.Key("tokentap.cost.usd")
 	// attrLangfuseCompletionStart is Langfuse's own, not tokentap's:
 	// Spans.Langfuse.
 	attrLangfuseCompletionStart = attribute.Key("langfuse.observation.completion_start_time")

@@ -46,6 +46,10 @@ var (
 const (
 	metricTimeToFirstToken      = "tokentap.time_to_first_token"
 	metricOutputTokensPerSecond = "tokentap.output_token_rate"
+	// The cost counters (Prometheus: tokentap_cost_total,
+	// tokentap_cost_unpriced_total).
+	metricCost     = "tokentap.cost"
+	metricUnpriced = "tokentap.cost.unpriced"
 )
 
 // The gen_ai.token.type attributes of the two token usage points.
@@ -67,6 +71,8 @@ type Instruments struct {
 	timePerChunk          metric.Float64Histogram
 	timeToFirstToken      metric.Float64Histogram
 	outputTokensPerSecond metric.Float64Histogram
+	cost                  metric.Float64Counter
+	unpriced              metric.Int64Counter
 }
 
 // newMetricInstruments creates the instruments. The genaiconv constructors
@@ -105,6 +111,14 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*Instruments, 
 		metric.WithUnit("{token}/s"),
 		metric.WithDescription("Decode rate of a streamed response: the output tokens that arrived after the first output event (less reasoning counted but never streamed) over the time from the first output event to the last."),
 		metric.WithExplicitBucketBoundaries(tokensPerSecondBuckets...))
+	collect(err)
+	ins.cost, err = m.Float64Counter(metricCost,
+		metric.WithUnit("{USD}"),
+		metric.WithDescription("What the exchanges cost, in US dollars, at the configured prices per million tokens: reported (or injected) counts only, unless cost_from_estimates."))
+	collect(err)
+	ins.unpriced, err = m.Int64Counter(metricUnpriced,
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Exchanges with token counts but no price for their model, while prices are configured: their cost is missing from tokentap.cost."))
 	collect(err)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("creating the metric instruments: %v", errs)
@@ -170,6 +184,12 @@ func (ins *Instruments) Record(r *sink.Result) {
 	}
 	if n, ok := r.Tokens(sink.OutputTokens); ok && r.OutputTokensReported() {
 		ins.tokenUsage.Record(ctx, n, opts.output[:]...)
+	}
+	if r.HasCost {
+		ins.cost.Add(ctx, r.Cost, opts.add[:]...)
+	}
+	if r.Unpriced {
+		ins.unpriced.Add(ctx, 1, opts.add[:]...)
 	}
 }
 

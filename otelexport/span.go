@@ -53,6 +53,9 @@ func (s Spans) Record(r *sink.Result) {
 		}
 	}
 	attrs = appendContent(attrs, &r.Content)
+	if r.HasCost {
+		attrs = append(attrs, attrCostUSD.Float64(r.Cost))
+	}
 	if s.Langfuse && m.FirstToken > 0 {
 		// Langfuse parses the value as JSON: a quoted timestamp.
 		attrs = append(attrs, attrLangfuseCompletionStart.String(

@@ -46,6 +46,12 @@ type Result struct {
 	// Overhead is the time the proxy spent measuring this exchange on
 	// the request's goroutine.
 	Overhead time.Duration
+	// Cost is what the exchange cost in US dollars, when HasCost: the
+	// handler has a price for its model and its counts may be billed by.
+	// Unpriced is set when it has prices but none for this model.
+	Cost     float64
+	HasCost  bool
+	Unpriced bool
 	// Content is the captured prompt and completion, when content capture
 	// is on for this exchange and its span is recorded; zero otherwise.
 	Content Content

@@ -1,0 +1,113 @@
+package caddymodule
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/tokentap/tokentap/cost"
+	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/sink"
+)
+
+// ModelPrice is one price line: the models a pattern matches and their
+// prices in US dollars per million tokens.
+type ModelPrice struct {
+	// Model is a model name as the response states it (else as the
+	// request asked for it), or a pattern in which * stands for any run of
+	// characters: "gpt-4o-mini*", "claude-sonnet-4-5*".
+	Model string `json:"model"`
+	// Input and Output are the prices of input and output tokens.
+	Input  float64 `json:"input"`
+	Output float64 `json:"output"`
+	// CacheRead and CacheWrite price input read from and written to the
+	// provider's prompt cache; left out, such tokens cost Input.
+	CacheRead  *float64 `json:"cache_read,omitempty"`
+	CacheWrite *float64 `json:"cache_write,omitempty"`
+	// Reasoning prices reasoning tokens where a model prices them apart
+	// from the rest of the output; left out, they cost Output.
+	Reasoning *float64 `json:"reasoning,omitempty"`
+}
+
+// maxUnpricedLogged bounds the models logged as having no price, so that a
+// stream of made-up model names cannot grow the set without end.
+const maxUnpricedLogged = 1000
+
+// unpricedLog remembers the models already logged as having no price.
+type unpricedLog struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+// provisionCost builds the price table from the price lines, then the
+// pricing file. The lines come first: a user's own line overrides the
+// file's price for the models it matches.
+func (h *Handler) provisionCost() error {
+	if len(h.Prices) == 0 && h.PricingFile == "" {
+		return nil
+	}
+	h.prices = new(cost.Table)
+	for _, p := range h.Prices {
+		if err := h.prices.Add(p.Model, cost.Price{Input: p.Input, Output: p.Output,
+			CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, Reasoning: p.Reasoning}); err != nil {
+			return fmt.Errorf("price: %v", err)
+		}
+	}
+	if h.PricingFile != "" {
+		data, err := os.ReadFile(h.PricingFile)
+		if err != nil {
+			return fmt.Errorf("pricing_file: %v", err)
+		}
+		loaded, skipped, err := h.prices.LoadLiteLLM(data)
+		if err != nil {
+			return fmt.Errorf("pricing_file %s: %v", h.PricingFile, err)
+		}
+		h.logger.Info("loaded model prices", zap.String("file", h.PricingFile),
+			zap.Int("models", loaded), zap.Int("without_token_prices", skipped))
+	}
+	h.unpriced = &unpricedLog{seen: map[string]struct{}{}}
+	return nil
+}
+
+// price sets r's cost when the handler has prices and r's counts may be
+// billed by: reported or injected, or estimated with cost_from_estimates.
+// A model without a price is marked unpriced and logged once.
+func (x *exchange) price(r *sink.Result) {
+	h := x.h
+	if h.prices.Empty() {
+		return
+	}
+	switch r.M.Usage.Source {
+	case meter.UsageReported, meter.UsageInjected:
+	case meter.UsageEstimated:
+		if !h.CostFromEstimates {
+			return
+		}
+	default:
+		return
+	}
+	model := r.Model()
+	p, ok := h.prices.Lookup(model)
+	if !ok {
+		r.Unpriced = true
+		h.unpriced.log(h.logger, model)
+		return
+	}
+	r.Cost, r.HasCost = p.Cost(r.M.Usage)
+}
+
+func (u *unpricedLog) log(logger *zap.Logger, model string) {
+	u.mu.Lock()
+	_, seen := u.seen[model]
+	full := len(u.seen) >= maxUnpricedLogged
+	if !seen && !full {
+		u.seen[model] = struct{}{}
+	}
+	u.mu.Unlock()
+	if !seen && !full {
+		logger.Warn("no price for this model: its requests have no cost (add a price line or a pricing_file entry)",
+			zap.String("model", model))
+	}
+}
