@@ -125,7 +125,7 @@ func newLogEntry(r *sink.Result) *logEntry {
 		usageSource:   m.Usage.Source.String(),
 		outcome:       m.Outcome.String(),
 		errorType:     m.ErrorType,
-		finishReasons: otelexport.FinishReasons(m.FinishReasons),
+		finishReasons: otelexport.FinishReasons(m),
 	}
 	for k := range e.tokens {
 		n, ok := r.Tokens(sink.TokenKind(k))

@@ -95,7 +95,7 @@ func TestLogEntryFields(t *testing.T) {
 			},
 		},
 		{
-			name: "one output token: time to first token but no rate",
+			name: "one output token, cut: time to first token but no rate, finish reason error",
 			ctx:  context.Background(),
 			m: meter.Measurement{
 				Dialect: "openai_chat", Operation: "chat",
@@ -106,12 +106,12 @@ func TestLogEntryFields(t *testing.T) {
 			want: map[string]any{
 				"provider": "openai", "operation": "chat", "dialect": "openai_chat",
 				"output_tokens": 1.0, "usage_source": "estimated",
-				"time_to_first_token": 0.08,
-				"outcome":             "truncated", "error_type": "truncated",
+				"time_to_first_token": 0.08, "finish_reasons": []any{"error"},
+				"outcome": "truncated", "error_type": "truncated",
 			},
 		},
 		{
-			name: "empty finish reasons of unfinished choices are left out",
+			name: "the client left: unfinished choices have no reason",
 			ctx:  context.Background(),
 			m: meter.Measurement{
 				Dialect: "openai_chat", Operation: "chat",
@@ -123,6 +123,21 @@ func TestLogEntryFields(t *testing.T) {
 				"provider": "openai", "operation": "chat", "dialect": "openai_chat",
 				"input_tokens": 3.0, "output_tokens": 5.0, "usage_source": "injected",
 				"outcome": "client_abort", "finish_reasons": []any{"length"},
+			},
+		},
+		{
+			name: "a choice that never finished while the next did: error in its slot",
+			ctx:  context.Background(),
+			m: meter.Measurement{
+				Dialect: "openai_chat", Operation: "chat",
+				Usage:         meter.Usage{InputTokens: 3, OutputTokens: 5, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageReported},
+				FinishReasons: []string{"", "stop"},
+				Outcome:       meter.OutcomeUpstreamError, ErrorType: "server_error",
+			},
+			want: map[string]any{
+				"provider": "openai", "operation": "chat", "dialect": "openai_chat",
+				"input_tokens": 3.0, "output_tokens": 5.0, "usage_source": "reported",
+				"outcome": "upstream_error", "error_type": "server_error", "finish_reasons": []any{"error", "stop"},
 			},
 		},
 	}

@@ -83,7 +83,7 @@ func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.K
 		attrs = append(attrs, semconv.GenAIResponseID(validUTF8(m.ResponseID)))
 	}
 	attrs = appendOpenAI(attrs, r)
-	if reasons := FinishReasons(m.FinishReasons); len(reasons) > 0 {
+	if reasons := FinishReasons(m); len(reasons) > 0 {
 		attrs = append(attrs, semconv.GenAIResponseFinishReasons(reasons...))
 	}
 	if m.StatusCode > 0 {
@@ -127,17 +127,31 @@ func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.K
 	return attrs
 }
 
-// FinishReasons drops the empty slots of choices that never finished, which
-// happens when a stream is cut.
+// FinishReasons is gen_ai.response.finish_reasons: one reason per choice,
+// in choice order. A choice that never finished while a later one did, or
+// the one choice of a response that failed or was cut after its output
+// began, has "error" in its slot, so that the list stays in step with the
+// choices and a failed generation shows as such; a response the client
+// left has no reason for what it did not wait for.
 //
 // It is exported for the access log, which must list the same reasons.
-func FinishReasons(rs []string) []string {
+func FinishReasons(m *meter.Measurement) []string {
+	rs := m.FinishReasons
+	if len(rs) == 0 {
+		if m.FirstToken > 0 && isFailure(m) {
+			return errorReason
+		}
+		return nil
+	}
 	for _, r := range rs {
 		if r == "" || !utf8.ValidString(r) {
 			out := make([]string, 0, len(rs))
 			for _, r := range rs {
-				if r != "" {
+				switch {
+				case r != "":
 					out = append(out, validUTF8(r))
+				case m.Outcome != meter.OutcomeClientAbort:
+					out = append(out, "error")
 				}
 			}
 			return out
@@ -145,6 +159,9 @@ func FinishReasons(rs []string) []string {
 	}
 	return rs
 }
+
+// errorReason is the finish reasons of a one-choice response that failed.
+var errorReason = []string{"error"}
 
 // isFailure reports whether the span's status should be Error: the exchange
 // failed upstream or was cut short. A client leaving is not an error of the
