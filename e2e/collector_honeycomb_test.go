@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -42,33 +43,16 @@ const (
 // tracing handler's), the x-honeycomb-team header, and the service name
 // the dataset is named after.
 func TestHoneycombReadme(t *testing.T) {
-	testbin.Binary(t) // built, so that `go run` reuses Go's build cache
-	path := filepath.Join(testbin.RepoRoot(t), "examples", "honeycomb", "README.md")
-	blocks, _ := docReadSection(t, path, "")
-
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	serverCert := standInCertificates(t, caFile, honeycombHost)
-
-	d := newDocRun(t, path, map[string]string{honeycombHost: "127.0.0.1"},
-		"HONEYCOMB_API_KEY="+honeycombKey,
-		// Go reads its trusted roots from SSL_CERT_FILE: the stand-in's CA
-		// only, so that nothing but it can be trusted here.
-		"SSL_CERT_FILE="+caFile,
-	)
-	ln, err := d.listen("127.0.0.1:443")
-	if err != nil {
-		t.Fatalf("listening on 127.0.0.1:443 in the namespace: %v", err)
-	}
 	rec := &honeycombReceiver{}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{serverCert}})))
-	collectortrace.RegisterTraceServiceServer(srv, rec)
-	go func() { _ = srv.Serve(ln) }()
-	// Registered after the run's cleanup, so it runs first: tokentap's
-	// last export at shutdown finds no receiver, which costs nothing here.
-	t.Cleanup(srv.Stop)
-
-	d.run(blocks)
+	runReadmeAgainst(t, "honeycomb", honeycombHost, func(ln net.Listener, cert tls.Certificate) {
+		srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
+		collectortrace.RegisterTraceServiceServer(srv, rec)
+		go func() { _ = srv.Serve(ln) }()
+		// Registered after the run's cleanup, so it runs first: tokentap's
+		// last export at shutdown finds no receiver, which costs nothing
+		// here.
+		t.Cleanup(srv.Stop)
+	}, "HONEYCOMB_API_KEY="+honeycombKey)
 
 	// Caddy's span and tokentap's, of the one request, both in the
 	// tokentap service, both sent with the key.
@@ -211,4 +195,25 @@ func standInCertificates(t *testing.T, caFile, host string) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// runReadmeAgainst runs the commands of examples/<example>/README.md as
+// written, with env (the reader's keys), in a network namespace where host
+// resolves to 127.0.0.1 and port 443 there is served by serve, with a
+// certificate for host. Go reads its trusted roots from SSL_CERT_FILE: the
+// stand-in's CA only, so that nothing but it can be trusted there.
+func runReadmeAgainst(t *testing.T, example, host string, serve func(ln net.Listener, cert tls.Certificate), env ...string) {
+	t.Helper()
+	testbin.Binary(t) // built, so that `go run` reuses Go's build cache
+	path := filepath.Join(testbin.RepoRoot(t), "examples", example, "README.md")
+	blocks, _ := docReadSection(t, path, "")
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	cert := standInCertificates(t, caFile, host)
+	d := newDocRun(t, path, map[string]string{host: "127.0.0.1"}, append(env, "SSL_CERT_FILE="+caFile)...)
+	ln, err := d.listen("127.0.0.1:443")
+	if err != nil {
+		t.Fatalf("listening on 127.0.0.1:443 in the namespace: %v", err)
+	}
+	serve(ln, cert)
+	d.run(blocks)
 }

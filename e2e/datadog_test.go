@@ -3,11 +3,10 @@
 package e2e
 
 import (
-	"path/filepath"
+	"crypto/tls"
+	"net"
 	"testing"
 	"time"
-
-	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 const (
@@ -25,26 +24,9 @@ const (
 // LLM Observability source header, no metrics pushed, and the GenAI
 // attributes LLM Observability maps.
 func TestDatadogReadme(t *testing.T) {
-	testbin.Binary(t) // built, so that `go run` reuses Go's build cache
-	path := filepath.Join(testbin.RepoRoot(t), "examples", "datadog", "README.md")
-	blocks, _ := docReadSection(t, path, "")
-
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	serverCert := standInCertificates(t, caFile, datadogHost)
-
-	d := newDocRun(t, path, map[string]string{datadogHost: "127.0.0.1"},
-		"DD_API_KEY="+datadogKey,
-		"SSL_CERT_FILE="+caFile,
-	)
-	ln, err := d.listen("127.0.0.1:443")
-	if err != nil {
-		t.Fatalf("listening on 127.0.0.1:443 in the namespace: %v", err)
-	}
 	rec := &otlpHTTPStandIn{path: "/v1/traces"}
-	serveStandIn(t, ln, serverCert, rec)
-
-	d.run(blocks)
+	runReadmeAgainst(t, "datadog", datadogHost, func(ln net.Listener, cert tls.Certificate) { serveStandIn(t, ln, cert, rec) },
+		"DD_API_KEY="+datadogKey)
 
 	deadline := time.Now().Add(jaegerTraceTimeout)
 	for {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +17,6 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/tokentap/tokentap/internal/testbin"
 )
 
 const (
@@ -39,27 +36,9 @@ const (
 // span as Langfuse reads it: model, usage, and a completion start that
 // Langfuse's parser takes (JSON) at the first token.
 func TestLangfuseReadme(t *testing.T) {
-	testbin.Binary(t) // built, so that `go run` reuses Go's build cache
-	path := filepath.Join(testbin.RepoRoot(t), "examples", "langfuse", "README.md")
-	blocks, _ := docReadSection(t, path, "")
-
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	serverCert := standInCertificates(t, caFile, langfuseHost)
-
-	d := newDocRun(t, path, map[string]string{langfuseHost: "127.0.0.1"},
-		"LANGFUSE_PUBLIC_KEY="+langfusePublic,
-		"LANGFUSE_SECRET_KEY="+langfuseSecret,
-		"SSL_CERT_FILE="+caFile,
-	)
-	ln, err := d.listen("127.0.0.1:443")
-	if err != nil {
-		t.Fatalf("listening on 127.0.0.1:443 in the namespace: %v", err)
-	}
 	rec := &otlpHTTPStandIn{path: "/api/public/otel/v1/traces"}
-	serveStandIn(t, ln, serverCert, rec)
-
-	d.run(blocks)
+	runReadmeAgainst(t, "langfuse", langfuseHost, func(ln net.Listener, cert tls.Certificate) { serveStandIn(t, ln, cert, rec) },
+		"LANGFUSE_PUBLIC_KEY="+langfusePublic, "LANGFUSE_SECRET_KEY="+langfuseSecret)
 
 	wantAuth := "Basic " + base64.StdEncoding.EncodeToString([]byte(langfusePublic+":"+langfuseSecret))
 	deadline := time.Now().Add(jaegerTraceTimeout)
