@@ -44,3 +44,18 @@ func TestReadmeLiveComparison(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeCost runs the README's "Cost" section as written: tokentap on
+// examples/pricing/Caddyfile, one request to the simulator, and the cost
+// counter on /metrics, whose value the README shows.
+func TestReadmeCost(t *testing.T) {
+	if testing.Short() || os.Getenv("TOKENTAP_BINARY") == "" && os.Getenv("TOKENTAP_REQUIRE_E2E") != "1" {
+		t.Skip("runs the documented commands (as root, in a network namespace): set TOKENTAP_REQUIRE_E2E=1, as .ci/run does")
+	}
+	path := filepath.Join(testbin.RepoRoot(t), "README.md")
+	blocks, found := docReadSection(t, path, "Cost")
+	if !found {
+		t.Fatal("README.md has no section \"Cost\"")
+	}
+	newDocRun(t, path, nil).run(blocks)
+}
