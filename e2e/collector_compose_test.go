@@ -210,8 +210,9 @@ func TestExampleCaddyfiles(t *testing.T) {
 	}
 	// The examples that must have one: a Caddyfile moved or renamed
 	// without this list is a broken link in a README or a script.
-	for _, want := range []string{"jaeger/Caddyfile", "honeycomb/Caddyfile", "collector/tokentap.Caddyfile",
-		"collector/lb.Caddyfile", "compose/tokentap.Caddyfile", "compose/lb.Caddyfile", "compose/simulator.Caddyfile"} {
+	for _, want := range []string{"jaeger/Caddyfile", "honeycomb/Caddyfile", "langfuse/Caddyfile", "datadog/Caddyfile",
+		"pricing/Caddyfile", "collector/tokentap.Caddyfile", "collector/lb.Caddyfile", "compose/tokentap.Caddyfile",
+		"compose/lb.Caddyfile", "compose/simulator.Caddyfile"} {
 		if !slices.Contains(files, filepath.Join(root, "examples", want)) {
 			t.Errorf("examples/%s is missing", want)
 		}
@@ -221,6 +222,10 @@ func TestExampleCaddyfiles(t *testing.T) {
 		rel, _ := filepath.Rel(root, f)
 		t.Run(rel, func(t *testing.T) {
 			cmd := exec.Command(bin, "validate", "--config", f, "--adapter", "caddyfile")
+			// From the repository root, where the READMEs run them: a
+			// path in a Caddyfile (the pricing example's pricing_file)
+			// is relative to it.
+			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_DATA_HOME="+filepath.Join(home, "data"))
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Errorf("tokentap validate %s: %v\n%s", rel, err, out)
