@@ -56,6 +56,11 @@ func startRel(t *testing.T, name, admin, caddyfile string, env []string, ready .
 			}
 			if t.Failed() {
 				t.Logf("%s output (last lines):\n%s", name, testbin.LastLines(out, 40))
+				// Why a request failed (a 502's dial or read error) is
+				// logged when it happens, rarely among the last lines.
+				if errs := relErrorLines(out, 20); errs != "" {
+					t.Logf("%s error lines (the first 20):\n%s", name, errs)
+				}
 			}
 		},
 	})
@@ -215,4 +220,19 @@ func relFetchAll(t *testing.T, client *http.Client, url string, bodies []string)
 		}
 	}
 	return out
+}
+
+// relErrorLines returns the first n lines of a process's output that are
+// error-level log entries.
+func relErrorLines(out string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `"level":"error"`) {
+			lines = append(lines, l)
+			if len(lines) == n {
+				break
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
 }
