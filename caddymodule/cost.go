@@ -79,13 +79,7 @@ func (x *exchange) price(r *sink.Result) {
 	if h.prices.Empty() {
 		return
 	}
-	switch r.M.Usage.Source {
-	case meter.UsageReported, meter.UsageInjected:
-	case meter.UsageEstimated:
-		if !h.CostFromEstimates {
-			return
-		}
-	default:
+	if !r.OutputTokensReported() && !(h.CostFromEstimates && r.M.Usage.Source == meter.UsageEstimated) {
 		return
 	}
 	model := r.Model()
