@@ -21,5 +21,8 @@ func (s Stats) Record(r *Result) {
 	}
 	key := stats.Key{Provider: r.Provider, Model: r.Model(), Labels: labels}
 	sample := stats.SampleOf(r.M)
+	if r.HasCost {
+		sample.Set(stats.Cost, r.Cost)
+	}
 	s.Store.Record(&key, &sample, r.End)
 }

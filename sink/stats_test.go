@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -42,5 +43,54 @@ func TestStatsSinkAllocations(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(100, func() { s.Record(r) }); allocs != 0 {
 		t.Errorf("%v allocations per result into an existing row", allocs)
+	}
+}
+
+// TestStatsSinkCost: a result with a cost adds it to its row's cost
+// distribution and total; one without (unpriced, or not billable) adds
+// neither, so the row's cost count says how many requests were priced.
+func TestStatsSinkCost(t *testing.T) {
+	tests := []struct {
+		name      string
+		costs     []float64 // one result per entry; negative: no cost
+		wantCount int64
+		wantTotal float64
+	}{
+		{"every request priced", []float64{0.002, 0.003}, 2, 0.005},
+		{"none priced", []float64{-1, -1}, 0, 0},
+		{"some priced", []float64{0.001, -1, 0.004}, 2, 0.005},
+		{"a free request is priced at zero", []float64{0, 0.001}, 2, 0.001},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := stats.NewStore(stats.Options{})
+			s := Stats{Store: store}
+			now := time.Now()
+			for _, c := range tt.costs {
+				r := &Result{
+					M: &meter.Measurement{
+						Request: meter.Request{Model: "gpt-4o"}, End: time.Second,
+						Usage: meter.Usage{InputTokens: 3, OutputTokens: 10, Source: meter.UsageReported},
+					},
+					End: now, Provider: "openai",
+				}
+				if c >= 0 {
+					r.Cost, r.HasCost = c, true
+				} else {
+					r.Unpriced = true
+				}
+				s.Record(r)
+			}
+			rows := store.Aggregate(stats.Window1m, now).Rows()
+			if len(rows) != 1 {
+				t.Fatalf("%d rows, want 1", len(rows))
+			}
+			if got := rows[0].Count(stats.Cost); got != tt.wantCount {
+				t.Errorf("cost count %d, want %d", got, tt.wantCount)
+			}
+			if got := rows[0].Counts.CostUSD; math.Abs(got-tt.wantTotal) > 1e-15 {
+				t.Errorf("cost total %v, want %v", got, tt.wantTotal)
+			}
+		})
 	}
 }

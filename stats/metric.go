@@ -18,6 +18,9 @@ const (
 	Duration
 	InputTokens
 	OutputTokens
+	// Cost is what a request cost in US dollars, for requests with a
+	// price (see package cost); a row's total is Counts.CostUSD.
+	Cost
 
 	// NumMetrics is the number of metrics, for arrays indexed by Metric.
 	NumMetrics = int(iota)
@@ -45,6 +48,7 @@ var metrics = [NumMetrics]metricInfo{
 	Duration:                {"duration", "dur", "s", false},
 	InputTokens:             {"input_tokens", "in", "{token}", false},
 	OutputTokens:            {"output_tokens", "out", "{token}", false},
+	Cost:                    {"cost", "cost", "{USD}", false},
 }
 
 // String returns the metric's name in the JSON contract.

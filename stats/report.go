@@ -71,6 +71,9 @@ type ReportRow struct {
 	ErrorRate      float64 `json:"error_rate"`
 	AbortRate      float64 `json:"abort_rate"`
 	EstimatedShare float64 `json:"estimated_share"`
+	// CostUSD is what the requests with a price cost in the window, in US
+	// dollars: the sum the cost metric's quantiles describe one by one.
+	CostUSD float64 `json:"cost_usd"`
 
 	// Metrics are the distributions, one per metric, always all present.
 	Metrics ReportMetrics `json:"metrics"`
@@ -85,6 +88,7 @@ type ReportMetrics struct {
 	Duration                Summary `json:"duration"`
 	InputTokens             Summary `json:"input_tokens"`
 	OutputTokens            Summary `json:"output_tokens"`
+	Cost                    Summary `json:"cost"`
 }
 
 // Get returns metric m's summary.
@@ -102,6 +106,8 @@ func (r *ReportMetrics) Get(m Metric) *Summary {
 		return &r.Duration
 	case InputTokens:
 		return &r.InputTokens
+	case Cost:
+		return &r.Cost
 	default:
 		return &r.OutputTokens
 	}
@@ -186,6 +192,7 @@ func (a *Aggregate) Report(at time.Time) *Report {
 			ErrorRate:      ratio(r.Counts.Errors, r.Counts.Requests),
 			AbortRate:      ratio(r.Counts.Aborts, r.Counts.Requests),
 			EstimatedShare: ratio(r.Counts.Estimated, r.Counts.Requests),
+			CostUSD:        round(r.Counts.CostUSD),
 		}
 		for m := Metric(0); int(m) < NumMetrics; m++ {
 			s := rr.Metrics.Get(m)

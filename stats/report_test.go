@@ -19,6 +19,10 @@ func TestReportJSON(t *testing.T) {
 		smp.Set(TimeToFirstToken, 0.2)
 		smp.Error, smp.Estimated = i == 0, i < 3
 		smp.Abort = i == 1
+		if i < 4 {
+			// Four requests with a price, at 0.0125 US cents each.
+			smp.Set(Cost, 0.000125)
+		}
 		record(s, key("openai", "b-model"), smp, time.Second)
 	}
 	record(s, key("openai", "a-model", "team", "search"), only(Duration, 1), time.Second)
@@ -60,7 +64,7 @@ func TestReportJSON(t *testing.T) {
 	check("row order", order, []string{"anthropic/z-model", "openai/a-model", "openai/b-model"})
 
 	row := rows[2].(map[string]any)
-	check("row keys", keysOf(row), []string{"abort_rate", "aborts", "error_rate", "errors", "estimated_share", "labels", "metrics", "model", "overflow", "provider", "requests"})
+	check("row keys", keysOf(row), []string{"abort_rate", "aborts", "cost_usd", "error_rate", "errors", "estimated_share", "labels", "metrics", "model", "overflow", "provider", "requests"})
 	check("labels when none", row["labels"], map[string]any{})
 	check("labels", rows[1].(map[string]any)["labels"], map[string]any{"team": "search"})
 	check("overflow", row["overflow"], false)
@@ -68,9 +72,11 @@ func TestReportJSON(t *testing.T) {
 	check("error_rate", row["error_rate"], 0.1)
 	check("abort_rate", row["abort_rate"], 0.1)
 	check("estimated_share", row["estimated_share"], 0.3)
+	check("cost_usd", row["cost_usd"], 0.0005)
+	check("cost_usd when unpriced", rows[1].(map[string]any)["cost_usd"], 0.0)
 
 	metrics := row["metrics"].(map[string]any)
-	check("metric names", keysOf(metrics), []string{"duration", "input_tokens", "output_tokens", "output_tokens_per_second",
+	check("metric names", keysOf(metrics), []string{"cost", "duration", "input_tokens", "output_tokens", "output_tokens_per_second",
 		"time_per_output_token", "time_to_first_token", "time_to_first_visible_token"})
 	check("throughput keys", keysOf(metrics["output_tokens_per_second"]), []string{"count", "p5", "p50", "p90", "p95", "p99", "unit"})
 	check("ttft keys", keysOf(metrics["time_to_first_token"]), []string{"count", "p50", "p90", "p95", "p99", "unit"})
@@ -79,7 +85,12 @@ func TestReportJSON(t *testing.T) {
 		metrics["output_tokens_per_second"].(map[string]any)["unit"],
 		metrics["input_tokens"].(map[string]any)["unit"],
 		metrics["time_per_output_token"].(map[string]any)["unit"],
-	}, []any{"{token}/s", "{token}", "s"})
+		metrics["cost"].(map[string]any)["unit"],
+	}, []any{"{token}/s", "{token}", "s", "{USD}"})
+	check("cost count", metrics["cost"].(map[string]any)["count"], 4.0)
+	if p95 := metrics["cost"].(map[string]any)["p95"].(float64); p95 < 0.000125*(1-RelativeAccuracy) || p95 > 0.000125*(1+RelativeAccuracy) {
+		t.Errorf("cost p95 %v, want 0.000125 within 1%%", p95)
+	}
 	if p50 := metrics["output_tokens_per_second"].(map[string]any)["p50"].(float64); p50 < 40*(1-RelativeAccuracy) || p50 > 40*(1+RelativeAccuracy) {
 		t.Errorf("throughput p50 %v, want 40 within 1%%", p50)
 	}

@@ -16,6 +16,9 @@ type Counts struct {
 	Aborts int64
 	// Estimated counts requests whose token counts were estimated.
 	Estimated int64
+	// CostUSD sums the cost of the requests that had one. A sum rather
+	// than a sketch's estimate, so that a row's total is the bill's.
+	CostUSD float64
 }
 
 func (c *Counts) add(o Counts) {
@@ -23,6 +26,7 @@ func (c *Counts) add(o Counts) {
 	c.Errors += o.Errors
 	c.Aborts += o.Aborts
 	c.Estimated += o.Estimated
+	c.CostUSD += o.CostUSD
 }
 
 // zeroIndex marks a zero value among bin indexes, which valid values keep
@@ -132,6 +136,9 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 		}
 		if s.Estimated {
 			sl.counts.Estimated++
+		}
+		if ok[Cost] {
+			sl.counts.CostUSD += s.values[Cost]
 		}
 		for m := range ok {
 			if !ok[m] {

@@ -39,6 +39,9 @@ type SnapshotRow struct {
 	Errors    int64 `json:"errors"`
 	Aborts    int64 `json:"aborts"`
 	Estimated int64 `json:"estimated"`
+	// CostUSD is as in the Report; absent (0) in snapshots from a
+	// tokentap without costs.
+	CostUSD float64 `json:"cost_usd"`
 
 	// Sketches maps a metric's name (as in the Report) to its sketch:
 	// base64 of the sketches-go DDSketch protobuf. Metrics no request
@@ -63,6 +66,7 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 			Errors:    r.Counts.Errors,
 			Aborts:    r.Counts.Aborts,
 			Estimated: r.Counts.Estimated,
+			CostUSD:   r.Counts.CostUSD,
 			Sketches:  map[string]string{},
 		}
 		for m, sk := range r.sketches {
@@ -118,10 +122,13 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 		if sr.Requests < 0 || sr.Errors < 0 || sr.Aborts < 0 || sr.Estimated < 0 {
 			return nil, fmt.Errorf("row %d (%s/%s): negative count", i, sr.Provider, sr.Model)
 		}
+		if !(sr.CostUSD >= 0 && sr.CostUSD <= maxValue) {
+			return nil, fmt.Errorf("row %d (%s/%s): cost_usd %v: want 0 to %g", i, sr.Provider, sr.Model, sr.CostUSD, float64(maxValue))
+		}
 		r := &AggregateRow{
 			Key:      Key{Provider: sr.Provider, Model: sr.Model},
 			Overflow: sr.Overflow,
-			Counts:   Counts{sr.Requests, sr.Errors, sr.Aborts, sr.Estimated},
+			Counts:   Counts{sr.Requests, sr.Errors, sr.Aborts, sr.Estimated, sr.CostUSD},
 		}
 		for name, value := range sr.Labels {
 			r.Key.Labels = append(r.Key.Labels, Label{name, value})

@@ -92,6 +92,8 @@ func TestParseSnapshotErrors(t *testing.T) {
 		{"future version", `{"version":2,"rows":[]}`, "sketches version 2"},
 		{"bad window", `{"version":1,"window":"2m","rows":[]}`, `window "2m"`},
 		{"negative count", `{"version":1,"window":"5m","rows":[{"provider":"p","model":"m","requests":-1}]}`, "negative count"},
+		{"negative cost", `{"version":1,"window":"5m","rows":[{"provider":"p","model":"m","requests":1,"cost_usd":-0.5}]}`, "cost_usd -0.5"},
+		{"cost past the range", `{"version":1,"window":"5m","rows":[{"provider":"p","model":"m","requests":1,"cost_usd":1e300}]}`, "cost_usd 1e+300"},
 		{"not base64", row("!!!"), "not base64"},
 		{"not protobuf", row(base64.StdEncoding.EncodeToString([]byte{0xff, 0xff, 0xff})), "not a DDSketch protobuf"},
 		{"other accuracy", row(sketchOf(t, 0.02, 1, 2, 3)), "relative accuracy 0.02"},

@@ -21,6 +21,9 @@ type statsColumn struct {
 	num func(r *ReportRow) (v float64, ok bool)
 	// format renders num's value.
 	format func(v float64) string
+	// shownIf, when set, shows the column only if some row satisfies it:
+	// labels when some row has them, costs when some request had a price.
+	shownIf func(r *ReportRow) bool
 }
 
 // metricColumn is the column of metric m's quantile q.
@@ -32,6 +35,8 @@ func metricColumn(m Metric, q float64) statsColumn {
 		format = func(v float64) string { return fmt.Sprintf("%.1f", v) }
 	case "{token}":
 		format = func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	case "{USD}":
+		format = formatUSD
 	}
 	return statsColumn{
 		name: strings.ToUpper(m.Short() + "_" + name),
@@ -77,7 +82,7 @@ func labelsText(r *ReportRow) string {
 var statsColumns = []statsColumn{
 	{name: "PROVIDER", text: true, str: func(r *ReportRow) string { return r.Provider }},
 	{name: "MODEL", text: true, str: func(r *ReportRow) string { return r.Model }},
-	{name: "LABELS", text: true, str: labelsText},
+	{name: "LABELS", text: true, str: labelsText, shownIf: func(r *ReportRow) bool { return len(r.Labels) > 0 }},
 	countColumn("REQUESTS", func(r *ReportRow) int64 { return r.Requests }),
 	rateColumn("ERR%", func(r *ReportRow) float64 { return r.ErrorRate }),
 	rateColumn("ABORT%", func(r *ReportRow) float64 { return r.AbortRate }),
@@ -93,6 +98,21 @@ var statsColumns = []statsColumn{
 	metricColumn(InputTokens, 0.5),
 	metricColumn(OutputTokens, 0.5),
 	rateColumn("EST%", func(r *ReportRow) float64 { return r.EstimatedShare }),
+	costColumn(metricColumn(Cost, 0.5)),
+	costColumn(metricColumn(Cost, 0.95)),
+	costColumn(statsColumn{
+		name: "COST_USD",
+		num: func(r *ReportRow) (float64, bool) {
+			return r.CostUSD, r.Metrics.Cost.Count > 0
+		},
+		format: formatUSD,
+	}),
+}
+
+// costColumn shows c only when some request in the report had a price.
+func costColumn(c statsColumn) statsColumn {
+	c.shownIf = func(r *ReportRow) bool { return r.Metrics.Cost.Count > 0 }
+	return c
 }
 
 // extraSortColumns can be sorted by without being shown.
@@ -163,13 +183,13 @@ func sortRows(rows []ReportRow, o TableOrder) {
 func WriteTable(out io.Writer, rep *Report, o TableOrder) error {
 	rows := append([]ReportRow(nil), rep.Rows...)
 	sortRows(rows, o)
-	hasLabels := false
-	for i := range rows {
-		hasLabels = hasLabels || len(rows[i].Labels) > 0
-	}
 	var cols []statsColumn
 	for _, c := range statsColumns {
-		if c.name != "LABELS" || hasLabels {
+		shown := c.shownIf == nil
+		for i := 0; i < len(rows) && !shown; i++ {
+			shown = c.shownIf(&rows[i])
+		}
+		if shown {
 			cols = append(cols, c)
 		}
 	}
@@ -219,6 +239,17 @@ func WriteTable(out io.Writer, rep *Report, o TableOrder) error {
 	}
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// formatUSD renders US dollars with three significant digits past the
+// leading zeros, as a per-request cost of a few millionths needs, and cents
+// from a dollar up.
+func formatUSD(v float64) string {
+	if v >= 1 || v <= 0 {
+		return fmt.Sprintf("$%.2f", v)
+	}
+	decimals := min(max(2, 2-int(math.Floor(math.Log10(v)))), 9)
+	return fmt.Sprintf("$%.*f", decimals, v)
 }
 
 // formatSeconds renders a duration in seconds as a person reads it.

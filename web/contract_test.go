@@ -32,6 +32,7 @@ type statsRow struct {
 	ErrorRate      float64                `json:"error_rate"`
 	AbortRate      float64                `json:"abort_rate"`
 	EstimatedShare float64                `json:"estimated_share"`
+	CostUSD        float64                `json:"cost_usd"`
 	Metrics        map[string]statsMetric `json:"metrics"`
 }
 

@@ -222,6 +222,11 @@ func TestPage(t *testing.T) {
 				{"_other", "error_rate", "100.0 %"},
 				{"_other", "tps_p50", "–"},
 				{"_other", "requests", "7"},
+				{"claude-haiku-4-5", "cost_p50", "$0.00327"},
+				{"gpt-4o", "cost_p95", "$0.0310"},
+				{"gpt-4o", "cost_usd", "$0.610"},
+				{"gpt-4o-mini", "cost_p50", "–"},
+				{"gpt-4o-mini", "cost_usd", "–"},
 			}
 			for _, c := range cases {
 				i := slices.IndexFunc(got, func(r renderedRow) bool { return r.Model == c.model })
@@ -245,6 +250,24 @@ func TestPage(t *testing.T) {
 			if hidden := eval[bool](t, b, `getComputedStyle(document.querySelector('th[data-col="labels"]')).display === 'none'`); hidden {
 				t.Error("the labels column is hidden although rows have labels")
 			}
+		}},
+		{"shows the cost columns only when some row has a price", func(t *testing.T) {
+			shown := `[...document.querySelectorAll('th[data-col^="cost_"], th[data-group="cost"]')].filter(th => getComputedStyle(th).display !== 'none').length`
+			if n := eval[int](t, b, shown); n != 4 {
+				t.Errorf("%d cost headings shown, want 4 (the group and p50, p95, total)", n)
+			}
+			unpriced := fixture.clone()
+			for i := range unpriced.Rows {
+				unpriced.Rows[i].CostUSD = 0
+				unpriced.Rows[i].Metrics["cost"] = statsMetric{Unit: "{USD}"}
+			}
+			api.serve(unpriced)
+			b.waitFor(t, "the cost columns to go", `document.getElementById('comparison').classList.contains('no-cost')`, 10*time.Second)
+			if n := eval[int](t, b, shown+` + [...document.querySelectorAll('td[data-col^="cost_"]')].filter(td => getComputedStyle(td).display !== 'none').length`); n != 0 {
+				t.Errorf("%d cost headings and cells shown without any price", n)
+			}
+			api.serve(fixture)
+			b.waitFor(t, "the cost columns to come back", `!document.getElementById('comparison').classList.contains('no-cost')`, 10*time.Second)
 		}},
 		{"sorts by output tokens/s p50, fastest first", func(t *testing.T) {
 			if got := models(rows(t, b)); !slices.Equal(got, tpsOrder) {

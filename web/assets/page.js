@@ -47,6 +47,7 @@
 		tpot: 'Per token',
 		dur: 'Duration',
 		tok: 'Tokens p50',
+		cost: 'Cost (USD)',
 	};
 
 	// COLUMNS drives the table header, the cells, sorting and the data-col
@@ -72,7 +73,17 @@
 		{ key: 'duration_p95', group: 'dur', label: 'p95', get: metric('duration', 'p95'), fmt: fmtSeconds },
 		{ key: 'input_tokens_p50', group: 'tok', label: 'in', get: metric('input_tokens', 'p50'), fmt: fmtTokens, title: 'Input tokens per request (cached included)' },
 		{ key: 'output_tokens_p50', group: 'tok', label: 'out', get: metric('output_tokens', 'p50'), fmt: fmtTokens, title: 'Output tokens per request' },
+		{ key: 'cost_p50', group: 'cost', label: 'p50', get: metric('cost', 'p50'), fmt: fmtUSD, title: 'Cost per request, of the requests whose model has a price' },
+		{ key: 'cost_p95', group: 'cost', label: 'p95', get: metric('cost', 'p95'), fmt: fmtUSD, title: 'Cost per request: 5% of requests cost more' },
+		{ key: 'cost_usd', group: 'cost', label: 'total', get: totalCost, fmt: fmtUSD, title: 'What the requests with a price cost in the window' },
 	];
+	// totalCost is the row's cost_usd, or null when no request of the row
+	// had a price (a cost of 0 would claim it was free).
+	function totalCost(row) {
+		const m = row.metrics && row.metrics.cost;
+		if (!m || !(m.count > 0)) return null;
+		return finite(row.cost_usd);
+	}
 	const COLUMN = new Map(COLUMNS.map((c) => [c.key, c]));
 
 	// The two charts: one distribution per model on a shared axis.
@@ -143,6 +154,15 @@
 	// answers within its relative accuracy, so they are rounded back.
 	function fmtTokens(v) {
 		return fixed(Math.round(v), 0) + NNBSP + 'tok';
+	}
+
+	// fmtUSD shows three significant digits below a dollar (a request costs
+	// a few thousandths or millionths), cents from a dollar up; the CLI's
+	// formatUSD does the same.
+	function fmtUSD(v) {
+		if (v >= 1 || v <= 0) return '$' + fixed(v, 2);
+		const decimals = Math.min(Math.max(2, 2 - Math.floor(Math.log10(v))), 9);
+		return '$' + fixed(v, decimals);
 	}
 
 	function fmtCount(v) {
@@ -238,6 +258,7 @@
 				const g = document.createElement('th');
 				g.scope = 'colgroup';
 				g.className = 'group';
+				g.dataset.group = group;
 				g.colSpan = COLUMNS.filter((c) => c.group === group).length;
 				g.textContent = GROUPS[group];
 				top.append(g);
@@ -281,6 +302,9 @@
 		}
 		const hasLabels = rows.some((r) => labelText(r.labels) !== '');
 		el.table.classList.toggle('no-labels', !hasLabels);
+		// Without prices configured, no row has a cost: the columns go.
+		const hasCost = rows.some((r) => totalCost(r) !== null);
+		el.table.classList.toggle('no-cost', !hasCost);
 
 		const trs = rows.map((r) => {
 			const tr = document.createElement('tr');
