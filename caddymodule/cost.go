@@ -73,7 +73,9 @@ func (h *Handler) provisionCost() error {
 
 // price sets r's cost when the handler has prices and r's counts may be
 // billed by: reported or injected, or estimated with cost_from_estimates.
-// A model without a price is marked unpriced and logged once.
+// The cost is of the billed counts where the provider reported them apart
+// (Cohere's billed_units), else of the usage (cost.Price.CostOf). A model
+// without a price is marked unpriced and logged once.
 func (x *exchange) price(r *sink.Result) {
 	h := x.h
 	if h.prices.Empty() {
@@ -89,7 +91,7 @@ func (x *exchange) price(r *sink.Result) {
 		h.unpriced.log(h.logger, model)
 		return
 	}
-	r.Cost, r.HasCost = p.Cost(r.M.Usage)
+	r.Cost, r.HasCost = p.CostOf(r.M)
 }
 
 func (u *unpricedLog) log(logger *zap.Logger, model string) {

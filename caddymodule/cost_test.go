@@ -1,8 +1,11 @@
 package caddymodule
 
 import (
+	"fmt"
 	"io"
 	"math"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -68,7 +72,11 @@ func samePtr(a, b *float64) bool { return a == nil && b == nil || a != nil && b 
 // TestPriceRules: reported and injected counts are priced; estimated ones
 // only with cost_from_estimates; a model without a price is marked
 // unpriced and logged once however often it comes; a file's prices apply
-// after the lines'.
+// after the lines'. Billed counts (Cohere's billed_units) are the bill
+// where both are known: the recorded Cohere text stream's 12 billed input
+// and 7 output tokens at $2.50 and $10 per million cost 12 × 2.5 + 7 × 10
+// = 100 dollars per million, $0.0001, not the 507 × 2.5 + 10 × 10 =
+// 1,367.5 of its processed counts, which are priced only without them.
 func TestPriceRules(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "prices.json")
 	if err := os.WriteFile(file, []byte(`{"openai/file-model":{"input_cost_per_token":1e-06,"output_cost_per_token":2e-06}}`), 0o644); err != nil {
@@ -77,34 +85,46 @@ func TestPriceRules(t *testing.T) {
 	usage := func(src meter.UsageSource) meter.Usage {
 		return meter.Usage{InputTokens: 1000, OutputTokens: 100, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: src}
 	}
+	// The recorded Cohere text stream's counts (meter's TestRecordedCohere).
+	cohere := func(src meter.UsageSource) meter.Usage {
+		return meter.Usage{InputTokens: 507, OutputTokens: 10, CacheReadInputTokens: 448, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: src}
+	}
+	none := meter.BilledUsage{InputTokens: -1, OutputTokens: -1}
+	cohereBill := meter.BilledUsage{InputTokens: 12, OutputTokens: 7}
 	tests := []struct {
 		name      string
 		estimates bool
 		model     string
 		usage     meter.Usage
+		billed    meter.BilledUsage
 		want      float64
 		priced    bool
 		unpriced  bool
 	}{
-		{"reported", false, "line-model", usage(meter.UsageReported), (1000*2 + 100*8) / 1e6, true, false},
-		{"injected", false, "line-model", usage(meter.UsageInjected), (1000*2 + 100*8) / 1e6, true, false},
-		{"estimated: not a bill", false, "line-model", usage(meter.UsageEstimated), 0, false, false},
-		{"estimated with cost_from_estimates", true, "line-model", usage(meter.UsageEstimated), (1000*2 + 100*8) / 1e6, true, false},
-		{"no usage", false, "line-model", meter.Usage{InputTokens: -1, OutputTokens: -1, Source: meter.UsageAbsent}, 0, false, false},
-		{"the file's price, by the model's own name", false, "file-model", usage(meter.UsageReported), (1000*1 + 100*2) / 1e6, true, false},
-		{"no price", false, "other-model", usage(meter.UsageReported), 0, false, true},
+		{"reported", false, "line-model", usage(meter.UsageReported), none, (1000*2 + 100*8) / 1e6, true, false},
+		{"injected", false, "line-model", usage(meter.UsageInjected), none, (1000*2 + 100*8) / 1e6, true, false},
+		{"estimated: not a bill", false, "line-model", usage(meter.UsageEstimated), none, 0, false, false},
+		{"estimated with cost_from_estimates", true, "line-model", usage(meter.UsageEstimated), none, (1000*2 + 100*8) / 1e6, true, false},
+		{"no usage", false, "line-model", meter.Usage{InputTokens: -1, OutputTokens: -1, Source: meter.UsageAbsent}, none, 0, false, false},
+		{"the file's price, by the model's own name", false, "file-model", usage(meter.UsageReported), none, (1000*1 + 100*2) / 1e6, true, false},
+		{"no price", false, "other-model", usage(meter.UsageReported), none, 0, false, true},
+		{"Cohere: billed_units are the bill", false, "command-a-03-2025", cohere(meter.UsageReported), cohereBill, 0.0001, true, false},
+		{"Cohere without billed_units: the processed counts", false, "command-a-03-2025", cohere(meter.UsageReported), none, 0.0013675, true, false},
+		{"Cohere with input billed alone: the processed counts", false, "command-a-03-2025", cohere(meter.UsageReported), meter.BilledUsage{InputTokens: 12, OutputTokens: -1}, 0.0013675, true, false},
+		{"Cohere estimated, billed or not: not a bill", false, "command-a-03-2025", cohere(meter.UsageEstimated), cohereBill, 0, false, false},
+		{"Cohere without a price: unpriced however billed", false, "command-r-plus", cohere(meter.UsageReported), cohereBill, 0, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)
-			h := &Handler{Prices: []ModelPrice{{Model: "line-*", Input: 2, Output: 8}}, PricingFile: file, CostFromEstimates: tt.estimates}
+			h := &Handler{Prices: []ModelPrice{{Model: "line-*", Input: 2, Output: 8}, {Model: "command-a-*", Input: 2.5, Output: 10}}, PricingFile: file, CostFromEstimates: tt.estimates}
 			h.logger = zap.New(core)
 			if err := h.provisionCost(); err != nil {
 				t.Fatal(err)
 			}
 			x := &exchange{h: h}
 			for range 3 {
-				r := &sink.Result{M: &meter.Measurement{ResponseModel: tt.model, Usage: tt.usage}}
+				r := &sink.Result{M: &meter.Measurement{ResponseModel: tt.model, Usage: tt.usage, Billed: tt.billed}}
 				x.price(r)
 				if r.HasCost != tt.priced || math.Abs(r.Cost-tt.want) > 1e-15 || r.Unpriced != tt.unpriced {
 					t.Fatalf("cost %v (has %v), unpriced %v; want %v (%v), %v", r.Cost, r.HasCost, r.Unpriced, tt.want, tt.priced, tt.unpriced)
@@ -123,7 +143,9 @@ func TestPriceRules(t *testing.T) {
 	})
 }
 
-// costConfig prices the simulator's model sim-priced.
+// costConfig prices the simulator's model sim-priced, and Cohere's Command
+// A models behind /cohere/, whose upstream, the %s, is the test's server
+// of a recorded stream.
 const costConfig = `{
 	skip_install_trust
 	admin localhost:2999
@@ -137,6 +159,12 @@ http://localhost:9080 {
 			price sim-priced input 2 output 8
 		}
 		reverse_proxy 127.0.0.1:9081
+	}
+	handle_path /cohere/* {
+		tokentap {
+			price command-a-* input 2.5 output 10
+		}
+		reverse_proxy %s
 	}
 }
 
@@ -152,34 +180,97 @@ http://:9081 {
 
 // TestCostThroughCaddy: a priced model's span carries tokentap.cost.usd,
 // its reported usage at the configured prices; an unpriced one carries
-// none.
+// none. The real recorded Cohere text stream
+// (meter/testdata/recorded/cohere/chat_text.sse) keeps its processed
+// counts in gen_ai.usage.* (507 in, 10 out), carries its billed_units in
+// tokentap.usage.billed_input_tokens and billed_output_tokens (12, 7) and
+// costs those at $2.50 and $10 per million: 12 × 2.5 + 7 × 10 = 100
+// dollars per million, $0.0001.
 func TestCostThroughCaddy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs a real Caddy")
 	}
+	const recording = "cohere/chat_text.sse"
+	if _, err := readRecording(recording); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		body, _ := readRecording(recording)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(body)
+	})}
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{TestRequestTimeout: 30 * time.Second})
-	tester.InitServer(costConfig, "caddyfile")
+	tester.InitServer(fmt.Sprintf(costConfig, ln.Addr()), "caddyfile")
 	rec := integrationSpans
-	for _, model := range []string{"sim-priced", "sim-unpriced"} {
-		before := len(rec.Ended())
-		resp, err := tester.Client.Do(simRequest(t, `{"model":"`+model+`","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"what does this cost"}]}`, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		a := attrs(waitSpans(t, rec, before+1)[before])
-		in, out := a["gen_ai.usage.input_tokens"].AsInt64(), a["gen_ai.usage.output_tokens"].AsInt64()
-		got, ok := a["tokentap.cost.usd"]
-		if model == "sim-unpriced" {
-			if ok {
-				t.Errorf("%s: cost %v, want none", model, got.AsFloat64())
+
+	// simulated is the simulator's exchange at sim-priced's prices: its
+	// output is 20 tokens, its input whatever it counted.
+	simulated := func(in, out int64) float64 { return (float64(in)*2 + float64(out)*8) / 1e6 }
+	tests := []struct {
+		name, path, body string
+		// in and out are gen_ai.usage.*, -1 for whatever the upstream
+		// counted (more than none); billedIn and billedOut the billed
+		// attributes, -1 for absent.
+		in, out, billedIn, billedOut int64
+		// cost is the expected tokentap.cost.usd given the span's
+		// counts; nil for none.
+		cost func(in, out int64) float64
+	}{
+		{"priced simulator model", "/sim/v1/chat/completions",
+			`{"model":"sim-priced","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"what does this cost"}]}`,
+			-1, 20, -1, -1, simulated},
+		{"unpriced simulator model", "/sim/v1/chat/completions",
+			`{"model":"sim-unpriced","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"what does this cost"}]}`,
+			-1, 20, -1, -1, nil},
+		{"recorded Cohere stream: billed_units priced", "/cohere/v2/chat",
+			`{"model":"command-a-03-2025","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			507, 10, 12, 7, func(int64, int64) float64 { return 0.0001 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(rec.Ended())
+			req, err := http.NewRequest("POST", "http://localhost:9080"+tt.path, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
 			}
-			continue
-		}
-		want := (float64(in)*2 + float64(out)*8) / 1e6
-		if !ok || in <= 0 || out != 20 || math.Abs(got.AsFloat64()-want) > 1e-15 {
-			t.Errorf("%s: cost %v (set %v) for %d in and %d out, want %v", model, got.AsFloat64(), ok, in, out, want)
-		}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := tester.Client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			a := attrs(waitSpans(t, rec, before+1)[before])
+			in, out := a["gen_ai.usage.input_tokens"].AsInt64(), a["gen_ai.usage.output_tokens"].AsInt64()
+			if (tt.in < 0 && in <= 0) || (tt.in >= 0 && in != tt.in) || out != tt.out {
+				t.Errorf("gen_ai.usage: %d in, %d out; want %d (-1: any), %d", in, out, tt.in, tt.out)
+			}
+			for _, c := range []struct {
+				key  attribute.Key
+				want int64
+			}{{"tokentap.usage.billed_input_tokens", tt.billedIn}, {"tokentap.usage.billed_output_tokens", tt.billedOut}} {
+				v, ok := a[c.key]
+				if c.want < 0 && ok || c.want >= 0 && (!ok || v.AsInt64() != c.want) {
+					t.Errorf("%s = %v (set %v), want %d (-1: absent)", c.key, v.Emit(), ok, c.want)
+				}
+			}
+			got, ok := a["tokentap.cost.usd"]
+			if tt.cost == nil {
+				if ok {
+					t.Errorf("cost %v, want none", got.AsFloat64())
+				}
+				return
+			}
+			if want := tt.cost(in, out); !ok || math.Abs(got.AsFloat64()-want) > 1e-15 {
+				t.Errorf("cost %v (set %v) for %d in and %d out, want %v", got.AsFloat64(), ok, in, out, want)
+			}
+		})
 	}
 }

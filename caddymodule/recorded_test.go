@@ -76,7 +76,8 @@ func recordedRoute(file string) (reqPath, contentType string, err error) {
 // served by an upstream that writes it in random pieces (flushing each),
 // reaches the client through tokentap in a real reverse_proxy byte for
 // byte, and its span says what the meter measures of the same bytes read
-// whole: the dialect the path picked, the counts, model, id and outcome.
+// whole: the dialect the path picked, the counts (billed ones too, which
+// only Cohere's recordings have), model, id and outcome.
 // The hand-written expectations of each recording are meter's tests; this
 // one holds the path from the upstream's writes to the span.
 func TestRecordedThroughCaddy(t *testing.T) {
@@ -169,6 +170,8 @@ func TestRecordedThroughCaddy(t *testing.T) {
 				{"gen_ai.usage.output_tokens", m.Usage.OutputTokens},
 				{"gen_ai.usage.cache_read.input_tokens", m.Usage.CacheReadInputTokens},
 				{"gen_ai.usage.reasoning.output_tokens", m.Usage.ReasoningOutputTokens},
+				{"tokentap.usage.billed_input_tokens", m.Billed.InputTokens},
+				{"tokentap.usage.billed_output_tokens", m.Billed.OutputTokens},
 			}
 			for _, c := range checks {
 				v, ok := a[attribute.Key(c.key)]

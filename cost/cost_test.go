@@ -48,6 +48,106 @@ func TestCost(t *testing.T) {
 	}
 }
 
+// TestCostOf: an exchange whose provider reported billed counts (Cohere's
+// billed_units) costs billed input × Input + billed output × Output, with
+// no cache or reasoning terms, since billed units leave out the cached
+// input; without both billed counts it costs its usage, as Cost. The usage
+// is the recorded Cohere text stream's (507 processed input tokens, 448
+// of them cached, 10 output; 12 and 7 billed), at Command A's $2.50 and
+// $10 per million with a made-up $0.25 cached price to show it unused.
+func TestCostOf(t *testing.T) {
+	cohere := Price{Input: 2.5, Output: 10, CacheRead: ptr(0.25)}
+	usage := meter.Usage{InputTokens: 507, OutputTokens: 10, CacheReadInputTokens: 448, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageReported}
+	unknown := meter.Usage{InputTokens: -1, OutputTokens: -1, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1}
+	tests := []struct {
+		name   string
+		price  Price
+		usage  meter.Usage
+		billed meter.BilledUsage
+		want   float64
+		ok     bool
+	}{
+		// 12 × 2.5 + 7 × 10 = 100 dollars per million.
+		{"billed counts are the bill: no cache terms", cohere, usage, meter.BilledUsage{InputTokens: 12, OutputTokens: 7}, 0.0001, true},
+		// 59 × 2.5 + 448 × 0.25 + 10 × 10 = 359.5 dollars per million.
+		{"no billed counts: the usage's cost", cohere, usage, meter.BilledUsage{InputTokens: -1, OutputTokens: -1}, 0.0003595, true},
+		{"input billed alone: the usage's cost", cohere, usage, meter.BilledUsage{InputTokens: 12, OutputTokens: -1}, 0.0003595, true},
+		{"a zero bill costs nothing", cohere, usage, meter.BilledUsage{}, 0, true},
+		{"billed counts without usage are still a bill", cohere, unknown, meter.BilledUsage{InputTokens: 12, OutputTokens: 7}, 0.0001, true},
+		// 8 × 2.5 + 50 × 10 = 520: the recorded reasoning stream's bill.
+		{"a reasoning price does not split billed output", Price{Input: 2.5, Output: 10, Reasoning: ptr(40)},
+			meter.Usage{InputTokens: 1394, OutputTokens: 54, CacheReadInputTokens: 1360, ReasoningOutputTokens: 30}, meter.BilledUsage{InputTokens: 8, OutputTokens: 50}, 0.00052, true},
+		{"nothing known: no cost", cohere, unknown, meter.BilledUsage{InputTokens: -1, OutputTokens: -1}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := tt.price.CostOf(&meter.Measurement{Usage: tt.usage, Billed: tt.billed})
+			if ok != tt.ok || math.Abs(got-tt.want) > 1e-15 {
+				t.Errorf("CostOf = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// TestCostOfRecordedCohere: real recorded Cohere v2 streams
+// (meter/testdata/recorded/cohere, whose source SURVEY.md names) measured
+// by the meter and priced at Command A's $2.50 input and $10 output per
+// million tokens cost their message-end's billed_units, computed by hand,
+// not the processed usage.tokens, which gen_ai.usage.* still report: the
+// text stream bills 12 input and 7 output tokens, 12 × 2.5 + 7 × 10 = 100
+// dollars per million, $0.0001, where its 507 processed input and 10
+// output tokens would cost 1,367.5 per million, $0.0013675.
+func TestCostOfRecordedCohere(t *testing.T) {
+	tests := []struct {
+		name, file      string
+		in, out         int64 // usage.tokens, processed
+		bill, processed float64
+	}{
+		// 12 × 2.5 + 7 × 10 = 100; 507 × 2.5 + 10 × 10 = 1,367.5.
+		{"text", "chat_text.sse", 507, 10, 0.0001, 0.0013675},
+		// 8 × 2.5 + 50 × 10 = 520; 1,394 × 2.5 + 54 × 10 = 4,025.
+		{"thinking", "chat_reasoning.sse", 1394, 54, 0.00052, 0.004025},
+		// 119 × 2.5 + 44 × 10 = 737.5; 1,549 × 2.5 + 95 × 10 = 4,822.5.
+		{"tool plan and two calls", "chat_tool_calls.sse", 1549, 95, 0.0007375, 0.0048225},
+		// 46 × 2.5 + 14 × 10 = 255; 1,445 × 2.5 + 43 × 10 = 4,042.5.
+		{"a call without arguments", "chat_tool_call_no_args.sse", 1445, 43, 0.000255, 0.0040425},
+	}
+	var tb Table
+	if err := tb.Add("command-a-*", Price{Input: 2.5, Output: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, err := os.ReadFile(filepath.Join("..", "meter", "testdata", "recorded", "cohere", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, _ := meter.LookupDialect("cohere_chat")
+			var mt meter.Meter
+			start := time.Now()
+			mt.Init(info.New(), meter.Options{}, start)
+			mt.Request("/v2/chat", []byte(`{"model":"command-a-03-2025","stream":true}`), false)
+			mt.Response(200, "text/event-stream", "")
+			mt.Write(body, start.Add(time.Second))
+			m := mt.Finish(start.Add(2*time.Second), meter.OutcomeUnknown, "")
+			if m.Usage.Source != meter.UsageReported || m.Usage.InputTokens != tt.in || m.Usage.OutputTokens != tt.out || !m.Billed.Known() {
+				t.Fatalf("usage %+v, billed %+v; want %d in and %d out reported, and billed counts", m.Usage, m.Billed, tt.in, tt.out)
+			}
+			// Cohere names no model in the response: the request's.
+			p, ok := tb.Lookup(m.Request.Model)
+			if !ok {
+				t.Fatalf("no price for %q", m.Request.Model)
+			}
+			if got, ok := p.CostOf(m); !ok || math.Abs(got-tt.bill) > 1e-15 {
+				t.Errorf("cost %v (billed %+v), want %v", got, m.Billed, tt.bill)
+			}
+			if got, ok := p.Cost(m.Usage); !ok || math.Abs(got-tt.processed) > 1e-15 {
+				t.Errorf("the processed counts' cost %v, want %v", got, tt.processed)
+			}
+		})
+	}
+}
+
 // TestLookup: the Caddyfile's patterns in their order, then the file's
 // exact names, then the file's names without their provider prefix.
 func TestLookup(t *testing.T) {

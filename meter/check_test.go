@@ -83,11 +83,14 @@ type dialectCase struct {
 	firstToken, firstVisible, lastToken, firstChunk int
 	chunks                                          int64
 	usage                                           Usage
-	model, id                                       string
-	finish                                          []string
-	outcome                                         Outcome
-	errorType                                       string
-	timings                                         []ServerTiming
+	// billed is the billed counts (Measurement.Billed), nil for none
+	// reported: -1 each, which every row of every other dialect checks.
+	billed    *BilledUsage
+	model, id string
+	finish    []string
+	outcome   Outcome
+	errorType string
+	timings   []ServerTiming
 	// degraded is the reason of the one fault the measurement counts, ""
 	// for none.
 	degraded string
@@ -148,6 +151,13 @@ func checkResult(t *testing.T, m *Measurement, want dialectCase) {
 	t.Helper()
 	if m.Usage != want.usage {
 		t.Errorf("Usage = %+v, want %+v", m.Usage, want.usage)
+	}
+	wantBilled := unknownBilled
+	if want.billed != nil {
+		wantBilled = *want.billed
+	}
+	if m.Billed != wantBilled {
+		t.Errorf("Billed = %+v, want %+v", m.Billed, wantBilled)
 	}
 	if m.ResponseModel != want.model || m.ResponseID != want.id {
 		t.Errorf("model, id = %q, %q; want %q, %q", m.ResponseModel, m.ResponseID, want.model, want.id)

@@ -175,11 +175,13 @@ func readCohereFinish(o *Observer, v string) (failed bool) {
 }
 
 // readCohereUsage reports usage.tokens, what the model actually processed,
-// not billed_units, which leaves out the system preamble and cached input
-// and can be far smaller. tokens.input_tokens already includes
-// cached_tokens.
+// as Usage, as every provider's gen_ai.usage.* are: tokens.input_tokens
+// already includes cached_tokens. billed_units, which leave out the system
+// preamble and cached input and can be far smaller (12 against 507 on a
+// recorded stream), are what Cohere bills, so they are reported apart, as
+// BilledUsage, and the cost is priced from them.
 func readCohereUsage(o *Observer, u string) {
-	out := unknownUsage
+	out, billed := unknownUsage, unknownBilled
 	rawMembers(u, func(k, v string) bool {
 		switch k {
 		case "tokens":
@@ -188,6 +190,15 @@ func readCohereUsage(o *Observer, u string) {
 			}
 			if n, ok := rawInt(rawMember(v, "output_tokens")); ok {
 				out.OutputTokens = n
+			}
+		case "billed_units":
+			// Cohere's reference types these as doubles: 12.0 reads
+			// as 12; a negative or non-numeric one is not a count.
+			if n, ok := rawCount(rawMember(v, "input_tokens")); ok {
+				billed.InputTokens = n
+			}
+			if n, ok := rawCount(rawMember(v, "output_tokens")); ok {
+				billed.OutputTokens = n
 			}
 		case "cached_tokens":
 			if n, ok := rawInt(v); ok {
@@ -198,6 +209,9 @@ func readCohereUsage(o *Observer, u string) {
 	})
 	if out.InputTokens >= 0 || out.OutputTokens >= 0 {
 		o.Usage(out)
+	}
+	if billed.InputTokens >= 0 || billed.OutputTokens >= 0 {
+		o.BilledUsage(billed)
 	}
 }
 

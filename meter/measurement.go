@@ -77,6 +77,26 @@ type Usage struct {
 // unknownUsage is Usage with nothing known.
 var unknownUsage = Usage{-1, -1, -1, -1, -1, UsageAbsent}
 
+// BilledUsage is what a provider says it bills, where it reports that
+// apart from what the model processed: Cohere's billed_units, which leave
+// out the system preamble and the cached input that Usage.InputTokens
+// includes (12 billed input tokens against 507 processed, 448 of them
+// cached, on a recorded Cohere stream). Usage stays what was processed, as
+// for every other provider, and feeds gen_ai.usage.*; the cost is priced
+// from the billed counts when both are known, since they are the bill. A
+// negative count means the provider did not report it.
+type BilledUsage struct {
+	InputTokens  int64
+	OutputTokens int64
+}
+
+// Known reports whether both billed counts were reported, the condition
+// for pricing an exchange from them.
+func (b BilledUsage) Known() bool { return b.InputTokens >= 0 && b.OutputTokens >= 0 }
+
+// unknownBilled is BilledUsage with nothing known.
+var unknownBilled = BilledUsage{-1, -1}
+
 // Request holds what the client asked for, read from the request body. Absent
 // values are left at their zero value with the matching Has flag false.
 type Request struct {
@@ -172,6 +192,11 @@ type Measurement struct {
 
 	// Usage holds the token counts and where they came from.
 	Usage Usage
+	// Billed holds the counts the provider bills, where it reports them
+	// apart from Usage (Cohere's billed_units); -1 each otherwise. A
+	// Measurement not made by a Meter must set them to -1 itself: the
+	// zero value is a bill of nothing.
+	Billed BilledUsage
 
 	ResponseModel string
 	ResponseID    string

@@ -146,6 +146,7 @@ func (mt *Meter) Init(d Dialect, opts Options, start time.Time) {
 	mt.M.Start = start
 	mt.M.Dialect = d.Name()
 	mt.M.Usage = unknownUsage
+	mt.M.Billed = unknownBilled
 	mt.obs = Observer{m: &mt.M, timed: true, est: opts.Estimator}
 	mt.dec.MaxEventSize = opts.MaxEventSize
 	mt.dec.ErrorField = true

@@ -161,6 +161,22 @@ func (o *Observer) Usage(u Usage) {
 	}
 }
 
+// BilledUsage merges the counts a provider says it bills, where it reports
+// them apart from the counts processed (Cohere's billed_units, which leave
+// out the system preamble and cached input): negative fields are left as
+// they were, as in Usage. They do not replace Usage, which gen_ai.usage.*
+// report for every provider alike; the cost is priced from them
+// (Measurement.Billed).
+func (o *Observer) BilledUsage(b BilledUsage) {
+	m := &o.m.Billed
+	if b.InputTokens >= 0 {
+		m.InputTokens = b.InputTokens
+	}
+	if b.OutputTokens >= 0 {
+		m.OutputTokens = b.OutputTokens
+	}
+}
+
 // Model records the response model. Empty values are ignored because some
 // providers send placeholder chunks with an empty model (Azure's prompt
 // filter results).

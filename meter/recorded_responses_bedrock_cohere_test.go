@@ -507,11 +507,12 @@ func checkRecordedFrameSplits(t *testing.T, newDialect func() Dialect, file stri
 }
 
 // TestRecordedCohere reads real recorded Cohere v2 chat traffic (framing:
-// see the sources notes). Usage is usage.tokens, what the model processed,
-// not billed_units, which leaves out the preamble and cached input (507
-// against 12 here); tokens.input_tokens already includes cached_tokens
-// (448 of 507). Cohere reports no cache creation and no reasoning count
-// (-1), and no model in the response.
+// see the sources notes). Usage is usage.tokens, what the model processed;
+// tokens.input_tokens already includes cached_tokens (448 of 507). Cohere
+// reports no cache creation and no reasoning count (-1), and no model in
+// the response. billed_units, which leave out the preamble and cached
+// input (12 against 507 in the text stream, 7 output against 10), are
+// Billed, each row's figures copied by hand from its message-end or body.
 //
 // Token events: non-empty content-delta text (visible) or thinking,
 // tool-plan-delta, tool-call arguments, and, by the general rule of
@@ -528,10 +529,11 @@ func TestRecordedCohere(t *testing.T) {
 	}
 	checkRecorded(t, cohere, []dialectCase{
 		{
-			name: "text: usage.tokens and cached_tokens, not billed_units", fixture: "cohere/chat_text.sse",
+			name: "text: usage.tokens and cached_tokens as usage, billed_units as the bill", fixture: "cohere/chat_text.sse",
 			// 1 opens the block with text "", 2 to 8 the answer.
 			firstToken: 2, firstVisible: 2, lastToken: 8, outputEvents: 7,
 			usage:  Usage{507, 10, 448, -1, -1, UsageReported},
+			billed: new(BilledUsage{12, 7}),
 			id:     "321d178c-2c12-44d3-ae42-2f5510f6b1cc",
 			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted, chunks: 11,
 		},
@@ -540,6 +542,7 @@ func TestRecordedCohere(t *testing.T) {
 			// 2 to 37 thinking, 40 to 48 text.
 			firstToken: 2, firstVisible: 40, lastToken: 48, outputEvents: 36 + 9,
 			usage:  Usage{1394, 54, 1360, -1, -1, UsageReported},
+			billed: new(BilledUsage{8, 50}),
 			id:     "c9117d7f-a7e4-499f-b643-a2a1e139687b",
 			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted, chunks: 51,
 		},
@@ -550,6 +553,7 @@ func TestRecordedCohere(t *testing.T) {
 			// arguments.
 			firstToken: 1, firstVisible: -1, lastToken: 44, outputEvents: 27 + 2 + 14,
 			usage:  Usage{1549, 95, 1504, -1, -1, UsageReported},
+			billed: new(BilledUsage{119, 44}),
 			id:     "2941521a-b87a-45f6-9b0d-235fd66c3025",
 			finish: []string{"TOOL_CALL"}, outcome: OutcomeCompleted, chunks: 47,
 		},
@@ -559,6 +563,7 @@ func TestRecordedCohere(t *testing.T) {
 			// and no tool-call-delta follows.
 			firstToken: 1, firstVisible: -1, lastToken: 13, outputEvents: 12 + 1,
 			usage:  Usage{1445, 43, 704, -1, -1, UsageReported},
+			billed: new(BilledUsage{46, 14}),
 			id:     "66dec7d7-45e6-427c-8fd9-7d6375d12046",
 			finish: []string{"TOOL_CALL"}, outcome: OutcomeCompleted, chunks: 16,
 		},
@@ -566,32 +571,32 @@ func TestRecordedCohere(t *testing.T) {
 	bodies := []dialectCase{
 		{
 			name: "text body", fixture: "cohere/chat_text_body.json",
-			usage: Usage{507, 10, 448, -1, -1, UsageReported}, id: "e7592632-1e3d-424f-b129-bd5f9f980f7b",
+			usage: Usage{507, 10, 448, -1, -1, UsageReported}, billed: new(BilledUsage{12, 7}), id: "e7592632-1e3d-424f-b129-bd5f9f980f7b",
 			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted,
 		},
 		{
 			name: "MAX_TOKENS body", fixture: "cohere/chat_max_tokens_body.json",
-			usage: Usage{506, 5, 448, -1, -1, UsageReported}, id: "039584d9-7236-4ecb-9dd7-f1bed57888bc",
+			usage: Usage{506, 5, 448, -1, -1, UsageReported}, billed: new(BilledUsage{11, 4}), id: "039584d9-7236-4ecb-9dd7-f1bed57888bc",
 			finish: []string{"MAX_TOKENS"}, outcome: OutcomeCompleted,
 		},
 		{
 			name: "citations body", fixture: "cohere/chat_citations_body.json",
-			usage: Usage{1683, 62, 992, -1, -1, UsageReported}, id: "68475c80-574b-4c65-98a4-e81cebab5dce",
+			usage: Usage{1683, 62, 992, -1, -1, UsageReported}, billed: new(BilledUsage{39, 27}), id: "68475c80-574b-4c65-98a4-e81cebab5dce",
 			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted,
 		},
 		{
 			name: "thinking body", fixture: "cohere/chat_reasoning_body.json",
-			usage: Usage{1394, 582, 1344, -1, -1, UsageReported}, id: "53bcb235-5179-4a91-a578-cb372b5430bc",
+			usage: Usage{1394, 582, 1344, -1, -1, UsageReported}, billed: new(BilledUsage{8, 578}), id: "53bcb235-5179-4a91-a578-cb372b5430bc",
 			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted,
 		},
 		{
 			name: "two tool calls body", fixture: "cohere/chat_tool_calls_body.json",
-			usage: Usage{1549, 103, 992, -1, -1, UsageReported}, id: "f201af17-e24a-4396-8f6a-98e8bf9c3432",
+			usage: Usage{1549, 103, 992, -1, -1, UsageReported}, billed: new(BilledUsage{119, 52}), id: "f201af17-e24a-4396-8f6a-98e8bf9c3432",
 			finish: []string{"TOOL_CALL"}, outcome: OutcomeCompleted,
 		},
 		{
 			name: `tool call with "null" arguments body`, fixture: "cohere/chat_null_args_body.json",
-			usage: Usage{1445, 43, 992, -1, -1, UsageReported}, id: "316f0604-ff50-49f6-ba38-c64616e972b4",
+			usage: Usage{1445, 43, 992, -1, -1, UsageReported}, billed: new(BilledUsage{46, 14}), id: "316f0604-ff50-49f6-ba38-c64616e972b4",
 			finish: []string{"TOOL_CALL"}, outcome: OutcomeCompleted,
 		},
 	}

@@ -23,10 +23,13 @@ const (
 	attrMaxChunkGap             = attribute.Key("tokentap.max_chunk_gap")
 	attrStalls                  = attribute.Key("tokentap.stalls")
 	attrUsageSource             = attribute.Key("tokentap.usage.source")
+	attrBilledInputTokens       = attribute.Key("tokentap.usage.billed_input_tokens")
+	attrBilledOutputTokens      = attribute.Key("tokentap.usage.billed_output_tokens")
 	attrOutcome                 = attribute.Key("tokentap.outcome")
 	attrInflight                = attribute.Key("tokentap.inflight")
 	attrOverhead                = attribute.Key("tokentap.overhead")
 	attrCostUSD                 = attribute.Key("tokentap.cost.usd")
+	attrSLOMet                  = attribute.Key("tokentap.slo.met")
 	// attrLangfuseCompletionStart is Langfuse's own, not tokentap's:
 	// Spans.Langfuse.
 	attrLangfuseCompletionStart = attribute.Key("langfuse.observation.completion_start_time")
@@ -97,6 +100,15 @@ func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.K
 		if n, ok := r.Tokens(sink.TokenKind(k)); ok {
 			attrs = append(attrs, key.Int64(n))
 		}
+	}
+	// The counts the provider bills, where it reports them apart from
+	// those processed (Cohere's billed_units): the cost is priced from
+	// them, while gen_ai.usage.* stay the processed counts.
+	if n := m.Billed.InputTokens; n >= 0 {
+		attrs = append(attrs, attrBilledInputTokens.Int64(n))
+	}
+	if n := m.Billed.OutputTokens; n >= 0 {
+		attrs = append(attrs, attrBilledOutputTokens.Int64(n))
 	}
 
 	seconds := func(k attribute.Key, d interface{ Seconds() float64 }, ok bool) {

@@ -10,8 +10,9 @@ import (
 )
 
 // Streamed is a completed, streamed chat exchange with reported usage (50
-// in, 101 out), 11 chunks and every timing set: the one each sink's test
-// records when it needs a full measurement.
+// in, 101 out) and no billed counts (-1, as a Meter leaves them), 11
+// chunks and every timing set: the one each sink's test records when it
+// needs a full measurement.
 func Streamed() *meter.Measurement {
 	m := &meter.Measurement{
 		Dialect:       "openai_chat",
@@ -27,6 +28,7 @@ func Streamed() *meter.Measurement {
 		Chunks:        11,
 		MaxChunkGap:   150 * time.Millisecond,
 		Usage:         Usage(50, 101, meter.UsageReported),
+		Billed:        meter.BilledUsage{InputTokens: -1, OutputTokens: -1},
 		ResponseModel: "gpt-4o-mini-2024-07-18",
 		Outcome:       meter.OutcomeCompleted,
 	}
