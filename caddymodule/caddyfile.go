@@ -40,11 +40,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		price             <model> input <usd> output <usd> [cache_read <usd>] [cache_write <usd>] [reasoning <usd>]
 //		pricing_file      <path>
 //		cost_from_estimates
+//		slo               [<model>] [ttft <duration>] [tps <tokens/s>] [duration <duration>]
 //	}
 //
 // label may be repeated, once per name; its value, and conversation_id's,
 // may use placeholders. price may be repeated, once per model pattern;
-// prices are US dollars per million tokens.
+// prices are US dollars per million tokens. slo may be repeated, once per
+// model pattern (default "*"); the first line that matches a model is its
+// objective.
 //
 // The directive is ordered before reverse_proxy. Put it in the same handle
 // block as the reverse_proxy it measures.
@@ -84,6 +87,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 			h.Prices = append(h.Prices, p)
+			continue
+		}
+		if opt == "slo" {
+			s, err := unmarshalSLO(d)
+			if err != nil {
+				return err
+			}
+			for _, q := range h.SLOs {
+				if q.Model == s.Model {
+					return d.Errf("slo %s already specified", s.Model)
+				}
+			}
+			h.SLOs = append(h.SLOs, s)
 			continue
 		}
 		if seen[opt] {

@@ -333,6 +333,7 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 		r.Labels = x.resolveLabels()
 	})
 	x.safely("cost", func() { x.price(r) })
+	x.safely("slo", func() { x.judge(r) })
 	x.safely("content", func() { r.Content = x.content(m) })
 	x.overhead += time.Since(end)
 	r.Inflight, r.Overhead = x.inflightAhead, x.overhead

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tokentap/tokentap/cost"
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/slo"
 )
 
 func init() {
@@ -143,8 +144,14 @@ type Handler struct {
 	// and an estimate is not. An estimated exchange rarely has an input
 	// count anyway, and without one there is no cost.
 	CostFromEstimates bool `json:"cost_from_estimates,omitempty"`
+	// SLOs are the service-level objectives, per model: the first whose
+	// model pattern matches judges each exchange, met or missed, on the
+	// span (tokentap.slo.met), in the tokentap.slo.* counters and in the
+	// live stats' attainment and token goodput. Default: none.
+	SLOs []ModelSLO `json:"slos,omitempty"`
 
 	prices     *cost.Table
+	slos       *slo.Table
 	unpriced   *unpricedLog
 	dialect    *meter.DialectInfo
 	capture    bool
@@ -195,6 +202,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := h.provisionCapture(); err != nil {
+		return err
+	}
+	if err := h.provisionSLO(); err != nil {
 		return err
 	}
 	if err := h.provisionCost(); err != nil {

@@ -2,8 +2,8 @@ package cost
 
 import (
 	"fmt"
-	"strings"
 
+	"github.com/tokentap/tokentap/internal/glob"
 	"github.com/tokentap/tokentap/meter"
 )
 
@@ -56,6 +56,29 @@ func (p Price) Cost(u meter.Usage) (usd float64, ok bool) {
 	return perM / 1e6, true
 }
 
+// Billed is what billed counts b cost at p, in US dollars: input at the
+// Input price, output at the Output price. A provider's billed counts
+// (Cohere's billed_units) already leave out the cached input and the
+// system preamble, so no cache price applies; ok is false unless both
+// counts are known.
+func (p Price) Billed(b meter.BilledUsage) (usd float64, ok bool) {
+	if !b.Known() {
+		return 0, false
+	}
+	return (float64(b.InputTokens)*p.Input + float64(b.OutputTokens)*p.Output) / 1e6, true
+}
+
+// CostOf is what the exchange m cost at p: its billed counts where the
+// provider reported both (Measurement.Billed, the bill), else its usage
+// (Cost). Whether m's counts may be priced at all (reported or estimated)
+// is the caller's rule.
+func (p Price) CostOf(m *meter.Measurement) (usd float64, ok bool) {
+	if m.Billed.Known() {
+		return p.Billed(m.Billed)
+	}
+	return p.Cost(m.Usage)
+}
+
 func or(v *float64, fallback float64) float64 {
 	if v != nil {
 		return *v
@@ -72,20 +95,20 @@ type Table struct {
 }
 
 type pattern struct {
-	glob  string
-	price Price
+	pattern string
+	price   Price
 }
 
-// Add adds a price for the models that glob matches: a model name, or one
+// Add adds a price for the models that model matches: a model name, or one
 // with * standing for any run of characters ("claude-sonnet-*", "*/gpt-4o").
-func (t *Table) Add(glob string, p Price) error {
-	if glob == "" {
+func (t *Table) Add(model string, p Price) error {
+	if model == "" {
 		return fmt.Errorf("empty model pattern")
 	}
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("model %s: %v", glob, err)
+		return fmt.Errorf("model %s: %v", model, err)
 	}
-	t.patterns = append(t.patterns, pattern{glob, p})
+	t.patterns = append(t.patterns, pattern{model, p})
 	return nil
 }
 
@@ -101,7 +124,7 @@ func (t *Table) Lookup(model string) (Price, bool) {
 		return Price{}, false
 	}
 	for _, p := range t.patterns {
-		if globMatch(p.glob, model) {
+		if glob.Match(p.pattern, model) {
 			return p.price, true
 		}
 	}
@@ -117,25 +140,3 @@ func (t *Table) Lookup(model string) (Price, bool) {
 // suffixKey marks the file entries indexed by the part of their name after
 // the provider prefix (no model name contains a NUL byte).
 const suffixKey = "\x00"
-
-// globMatch reports whether s matches glob, in which * matches any run of
-// characters, / included, and nothing else is special.
-func globMatch(glob, s string) bool {
-	parts := strings.Split(glob, "*")
-	if len(parts) == 1 {
-		return glob == s
-	}
-	if !strings.HasPrefix(s, parts[0]) {
-		return false
-	}
-	s = s[len(parts[0]):]
-	last := parts[len(parts)-1]
-	for _, mid := range parts[1 : len(parts)-1] {
-		i := strings.Index(s, mid)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(mid):]
-	}
-	return strings.HasSuffix(s, last)
-}

@@ -46,10 +46,11 @@ type attrEntry struct {
 
 // recordOpts holds one record option per set: every histogram's, and the
 // token usage's with gen_ai.token.type input or output; add is the first
-// set as the counters take it.
+// set as the counters take it, sloMet and sloMissed the same with
+// tokentap.slo.met.
 type recordOpts struct {
-	all, input, output [1]metric.RecordOption
-	add                [1]metric.AddOption
+	all, input, output     [1]metric.RecordOption
+	add, sloMet, sloMissed [1]metric.AddOption
 }
 
 // lookup returns the record options for kvs, building and caching them the
@@ -103,7 +104,7 @@ func (c *attrCache) hash(kvs []attribute.KeyValue) uint64 {
 	return h.Sum64()
 }
 
-// newRecordOpts builds the three attribute sets of a combination.
+// newRecordOpts builds the attribute sets of a combination.
 func newRecordOpts(kvs []attribute.KeyValue) recordOpts {
 	var o recordOpts
 	// NewSet sorts its argument, so each set gets a copy of its own.
@@ -114,5 +115,7 @@ func newRecordOpts(kvs []attribute.KeyValue) recordOpts {
 	}
 	o.input[0] = withType(tokenTypeInput)
 	o.output[0] = withType(tokenTypeOutput)
+	o.sloMet[0] = metric.WithAttributeSet(attribute.NewSet(append(slices.Clone(kvs), attrSLOMet.Bool(true))...))
+	o.sloMissed[0] = metric.WithAttributeSet(attribute.NewSet(append(slices.Clone(kvs), attrSLOMet.Bool(false))...))
 	return o
 }

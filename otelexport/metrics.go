@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokentap/tokentap/meter"
 	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/slo"
 )
 
 // Bucket boundaries. The semconv ones are the GenAI conventions' explicit
@@ -50,6 +51,11 @@ const (
 	// tokentap_cost_unpriced_total).
 	metricCost     = "tokentap.cost"
 	metricUnpriced = "tokentap.cost.unpriced"
+	// The SLO counters (Prometheus: tokentap_slo_requests_total,
+	// tokentap_slo_goodput_tokens_total): attainment is the met share of
+	// the first, token goodput the rate of the second.
+	metricSLORequests = "tokentap.slo.requests"
+	metricSLOGoodput  = "tokentap.slo.goodput_tokens"
 )
 
 // The gen_ai.token.type attributes of the two token usage points.
@@ -73,6 +79,8 @@ type Instruments struct {
 	outputTokensPerSecond metric.Float64Histogram
 	cost                  metric.Float64Counter
 	unpriced              metric.Int64Counter
+	sloRequests           metric.Int64Counter
+	sloGoodput            metric.Int64Counter
 }
 
 // newMetricInstruments creates the instruments. The genaiconv constructors
@@ -119,6 +127,14 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*Instruments, 
 	ins.unpriced, err = m.Int64Counter(metricUnpriced,
 		metric.WithUnit("{request}"),
 		metric.WithDescription("Exchanges with token counts but no price for their model, while prices are configured: their cost is missing from tokentap.cost."))
+	collect(err)
+	ins.sloRequests, err = m.Int64Counter(metricSLORequests,
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Exchanges judged against the objective (slo) configured for their model, by tokentap.slo.met; client aborts are not judged."))
+	collect(err)
+	ins.sloGoodput, err = m.Int64Counter(metricSLOGoodput,
+		metric.WithUnit("{token}"),
+		metric.WithDescription("Output tokens of the exchanges that met their objective (slo): its rate is the token goodput."))
 	collect(err)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("creating the metric instruments: %v", errs)
@@ -190,6 +206,15 @@ func (ins *Instruments) Record(r *sink.Result) {
 	}
 	if r.Unpriced {
 		ins.unpriced.Add(ctx, 1, opts.add[:]...)
+	}
+	switch r.SLO {
+	case slo.Met:
+		ins.sloRequests.Add(ctx, 1, opts.sloMet[:]...)
+		if n, ok := r.Tokens(sink.OutputTokens); ok {
+			ins.sloGoodput.Add(ctx, n, opts.add[:]...)
+		}
+	case slo.Missed:
+		ins.sloRequests.Add(ctx, 1, opts.sloMissed[:]...)
 	}
 }
 

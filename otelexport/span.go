@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokentap/tokentap/capture"
 	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/slo"
 )
 
 // Spans is the span sink: it gives the exchange's span, the one in the
@@ -55,6 +56,9 @@ func (s Spans) Record(r *sink.Result) {
 	attrs = appendContent(attrs, &r.Content)
 	if r.HasCost {
 		attrs = append(attrs, attrCostUSD.Float64(r.Cost))
+	}
+	if r.SLO != slo.NotJudged {
+		attrs = append(attrs, attrSLOMet.Bool(r.SLO == slo.Met))
 	}
 	if s.Langfuse && m.FirstToken > 0 {
 		// Langfuse parses the value as JSON: a quoted timestamp.

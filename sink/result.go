@@ -16,6 +16,7 @@ import (
 
 	"github.com/tokentap/tokentap/capture"
 	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/slo"
 )
 
 // Result is one finished exchange as the sinks see it. Sinks read it and
@@ -52,6 +53,9 @@ type Result struct {
 	Cost     float64
 	HasCost  bool
 	Unpriced bool
+	// SLO is the verdict of the objective configured for the model
+	// (slo.NotJudged when none is).
+	SLO slo.Verdict
 	// Content is the captured prompt and completion, when content capture
 	// is on for this exchange and its span is recorded; zero otherwise.
 	Content Content

@@ -1,6 +1,9 @@
 package sink
 
-import "github.com/tokentap/tokentap/stats"
+import (
+	"github.com/tokentap/tokentap/slo"
+	"github.com/tokentap/tokentap/stats"
+)
 
 // maxInlineLabels is how many labels Stats passes without allocating; more
 // are still recorded, at the cost of one allocation.
@@ -24,5 +27,6 @@ func (s Stats) Record(r *Result) {
 	if r.HasCost {
 		sample.Set(stats.Cost, r.Cost)
 	}
+	sample.SLOJudged, sample.SLOMet = r.SLO != slo.NotJudged, r.SLO == slo.Met
 	s.Store.Record(&key, &sample, r.End)
 }

@@ -8,7 +8,7 @@ const (
 	// size), the DDSketch (64) and its two collapsing stores (80 each).
 	sliceSketchBytes = MaxBins*8 + 64 + 2*80
 	// sliceBytes: a slice's epoch, counts and sketch pointers.
-	sliceBytes = 8 + 5*8 + 8*NumMetrics
+	sliceBytes = 8 + 8*8 + 8*NumMetrics
 	// rowBytes: the row itself, its map entry and its longest key
 	// (MaxLabels labels, every string cut at MaxKeyString).
 	rowBytes = 192 + 64 + (2+2*MaxLabels)*MaxKeyString + MaxLabels*32

@@ -35,6 +35,10 @@ func traffic(n int, seed uint64) (keys []Key, samples []Sample, times []time.Dur
 			s.Abort = true
 		case 2:
 			s.Estimated = true
+		case 3:
+			s.SLOJudged = true
+		case 4, 5:
+			s.SLOJudged, s.SLOMet = true, true
 		}
 		keys, samples = append(keys, k), append(samples, s)
 		times = append(times, time.Duration(rnd.IntN(50))*time.Second)

@@ -74,9 +74,38 @@ type ReportRow struct {
 	// CostUSD is what the requests with a price cost in the window, in US
 	// dollars: the sum the cost metric's quantiles describe one by one.
 	CostUSD float64 `json:"cost_usd"`
+	// SLO is the row's attainment of its objective; absent when no
+	// objective judged a request of the row in the window.
+	SLO *SLOSummary `json:"slo,omitempty"`
 
 	// Metrics are the distributions, one per metric, always all present.
 	Metrics ReportMetrics `json:"metrics"`
+}
+
+// SLOSummary is how a row's requests fared against their objective.
+type SLOSummary struct {
+	// Requests counts the requests judged, Met those that met it.
+	Requests int64 `json:"requests"`
+	Met      int64 `json:"met"`
+	// Attainment is Met over Requests.
+	Attainment float64 `json:"attainment"`
+	// TokenGoodput is the output tokens of the requests that met it per
+	// second of the window: the useful throughput the row delivered.
+	TokenGoodput float64 `json:"token_goodput"`
+}
+
+// sloSummary is c's SLOSummary over a window of seconds, nil when no
+// request was judged.
+func sloSummary(c *Counts, seconds float64) *SLOSummary {
+	if c.SLORequests == 0 {
+		return nil
+	}
+	return &SLOSummary{
+		Requests:     c.SLORequests,
+		Met:          c.SLOMet,
+		Attainment:   ratio(c.SLOMet, c.SLORequests),
+		TokenGoodput: round(float64(c.GoodputTokens) / seconds),
+	}
 }
 
 // ReportMetrics holds one Summary per metric, in the contract's order.
@@ -193,6 +222,7 @@ func (a *Aggregate) Report(at time.Time) *Report {
 			AbortRate:      ratio(r.Counts.Aborts, r.Counts.Requests),
 			EstimatedShare: ratio(r.Counts.Estimated, r.Counts.Requests),
 			CostUSD:        round(r.Counts.CostUSD),
+			SLO:            sloSummary(&r.Counts, a.window.Duration().Seconds()),
 		}
 		for m := Metric(0); int(m) < NumMetrics; m++ {
 			s := rr.Metrics.Get(m)

@@ -23,6 +23,10 @@ func TestReportJSON(t *testing.T) {
 			// Four requests with a price, at 0.0125 US cents each.
 			smp.Set(Cost, 0.000125)
 		}
+		// Eight judged against an objective, six of them met, each with
+		// 150 output tokens: 900 goodput tokens in 300 s.
+		smp.Set(OutputTokens, 150)
+		smp.SLOJudged, smp.SLOMet = i >= 2, i >= 4
 		record(s, key("openai", "b-model"), smp, time.Second)
 	}
 	record(s, key("openai", "a-model", "team", "search"), only(Duration, 1), time.Second)
@@ -64,7 +68,11 @@ func TestReportJSON(t *testing.T) {
 	check("row order", order, []string{"anthropic/z-model", "openai/a-model", "openai/b-model"})
 
 	row := rows[2].(map[string]any)
-	check("row keys", keysOf(row), []string{"abort_rate", "aborts", "cost_usd", "error_rate", "errors", "estimated_share", "labels", "metrics", "model", "overflow", "provider", "requests"})
+	check("row keys", keysOf(row), []string{"abort_rate", "aborts", "cost_usd", "error_rate", "errors", "estimated_share", "labels", "metrics", "model", "overflow", "provider", "requests", "slo"})
+	check("slo", row["slo"], map[string]any{"requests": 8.0, "met": 6.0, "attainment": 0.75, "token_goodput": 3.0})
+	if _, ok := rows[1].(map[string]any)["slo"]; ok {
+		t.Error("a row no objective judged has an slo")
+	}
 	check("labels when none", row["labels"], map[string]any{})
 	check("labels", rows[1].(map[string]any)["labels"], map[string]any{"team": "search"})
 	check("overflow", row["overflow"], false)

@@ -19,6 +19,9 @@ type Counts struct {
 	// CostUSD sums the cost of the requests that had one. A sum rather
 	// than a sketch's estimate, so that a row's total is the bill's.
 	CostUSD float64
+	// SLORequests counts the requests an objective judged, SLOMet those
+	// that met it, and GoodputTokens sums the output tokens of those.
+	SLORequests, SLOMet, GoodputTokens int64
 }
 
 func (c *Counts) add(o Counts) {
@@ -27,6 +30,9 @@ func (c *Counts) add(o Counts) {
 	c.Aborts += o.Aborts
 	c.Estimated += o.Estimated
 	c.CostUSD += o.CostUSD
+	c.SLORequests += o.SLORequests
+	c.SLOMet += o.SLOMet
+	c.GoodputTokens += o.GoodputTokens
 }
 
 // zeroIndex marks a zero value among bin indexes, which valid values keep
@@ -139,6 +145,15 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 		}
 		if ok[Cost] {
 			sl.counts.CostUSD += s.values[Cost]
+		}
+		if s.SLOJudged {
+			sl.counts.SLORequests++
+			if s.SLOMet {
+				sl.counts.SLOMet++
+				if ok[OutputTokens] {
+					sl.counts.GoodputTokens += int64(s.values[OutputTokens])
+				}
+			}
 		}
 		for m := range ok {
 			if !ok[m] {

@@ -21,6 +21,10 @@ type Sample struct {
 	// Estimated is set when the token counts are tokentap's estimate
 	// (usage source "estimated") rather than the provider's.
 	Estimated bool
+	// SLOJudged is set when an objective judged the request, SLOMet when
+	// it met it; a met request's output tokens count toward the row's
+	// token goodput.
+	SLOJudged, SLOMet bool
 }
 
 // Set records that metric m was observed with value v.

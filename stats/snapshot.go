@@ -42,6 +42,12 @@ type SnapshotRow struct {
 	// CostUSD is as in the Report; absent (0) in snapshots from a
 	// tokentap without costs.
 	CostUSD float64 `json:"cost_usd"`
+	// SLORequests, SLOMet and GoodputTokens are the counts behind the
+	// Report's slo: requests judged, requests that met their objective
+	// and those requests' output tokens.
+	SLORequests   int64 `json:"slo_requests"`
+	SLOMet        int64 `json:"slo_met"`
+	GoodputTokens int64 `json:"goodput_tokens"`
 
 	// Sketches maps a metric's name (as in the Report) to its sketch:
 	// base64 of the sketches-go DDSketch protobuf. Metrics no request
@@ -61,13 +67,16 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 	}
 	for _, r := range a.sortedRows() {
 		sr := SnapshotRow{
-			RowID:     rowID(r),
-			Requests:  r.Counts.Requests,
-			Errors:    r.Counts.Errors,
-			Aborts:    r.Counts.Aborts,
-			Estimated: r.Counts.Estimated,
-			CostUSD:   r.Counts.CostUSD,
-			Sketches:  map[string]string{},
+			RowID:         rowID(r),
+			Requests:      r.Counts.Requests,
+			Errors:        r.Counts.Errors,
+			Aborts:        r.Counts.Aborts,
+			Estimated:     r.Counts.Estimated,
+			CostUSD:       r.Counts.CostUSD,
+			SLORequests:   r.Counts.SLORequests,
+			SLOMet:        r.Counts.SLOMet,
+			GoodputTokens: r.Counts.GoodputTokens,
+			Sketches:      map[string]string{},
 		}
 		for m, sk := range r.sketches {
 			if sk == nil || sk.IsEmpty() {
@@ -119,8 +128,12 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 	a := newAggregate(w)
 	for i := range s.Rows {
 		sr := &s.Rows[i]
-		if sr.Requests < 0 || sr.Errors < 0 || sr.Aborts < 0 || sr.Estimated < 0 {
+		if sr.Requests < 0 || sr.Errors < 0 || sr.Aborts < 0 || sr.Estimated < 0 ||
+			sr.SLORequests < 0 || sr.SLOMet < 0 || sr.GoodputTokens < 0 {
 			return nil, fmt.Errorf("row %d (%s/%s): negative count", i, sr.Provider, sr.Model)
+		}
+		if sr.SLOMet > sr.SLORequests {
+			return nil, fmt.Errorf("row %d (%s/%s): slo_met %d over slo_requests %d", i, sr.Provider, sr.Model, sr.SLOMet, sr.SLORequests)
 		}
 		if !(sr.CostUSD >= 0 && sr.CostUSD <= maxValue) {
 			return nil, fmt.Errorf("row %d (%s/%s): cost_usd %v: want 0 to %g", i, sr.Provider, sr.Model, sr.CostUSD, float64(maxValue))
@@ -128,7 +141,7 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 		r := &AggregateRow{
 			Key:      Key{Provider: sr.Provider, Model: sr.Model},
 			Overflow: sr.Overflow,
-			Counts:   Counts{sr.Requests, sr.Errors, sr.Aborts, sr.Estimated, sr.CostUSD},
+			Counts:   Counts{sr.Requests, sr.Errors, sr.Aborts, sr.Estimated, sr.CostUSD, sr.SLORequests, sr.SLOMet, sr.GoodputTokens},
 		}
 		for name, value := range sr.Labels {
 			r.Key.Labels = append(r.Key.Labels, Label{name, value})

@@ -107,6 +107,32 @@ var statsColumns = []statsColumn{
 		},
 		format: formatUSD,
 	}),
+	sloColumn(statsColumn{
+		name: "SLO%",
+		num: func(r *ReportRow) (float64, bool) {
+			if r.SLO == nil {
+				return 0, false
+			}
+			return r.SLO.Attainment, true
+		},
+		format: func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
+	}),
+	sloColumn(statsColumn{
+		name: "GOODPUT",
+		num: func(r *ReportRow) (float64, bool) {
+			if r.SLO == nil {
+				return 0, false
+			}
+			return r.SLO.TokenGoodput, true
+		},
+		format: func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	}),
+}
+
+// sloColumn shows c only when an objective judged some request.
+func sloColumn(c statsColumn) statsColumn {
+	c.shownIf = func(r *ReportRow) bool { return r.SLO != nil }
+	return c
 }
 
 // costColumn shows c only when some request in the report had a price.

@@ -140,3 +140,45 @@ func TestFormatUSD(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTableSLO: SLO% and GOODPUT appear when an objective judged some
+// request, "-" for a row it judged none of.
+func TestWriteTableSLO(t *testing.T) {
+	s := newTestStore(0)
+	for i := range 4 {
+		smp := only(OutputTokens, 300)
+		smp.SLOJudged, smp.SLOMet = true, i > 0
+		record(s, key("openai", "gpt-a"), smp, time.Second)
+	}
+	record(s, key("openai", "gpt-b"), only(OutputTokens, 300), time.Second)
+	now := at(2 * time.Second)
+	o, _ := ParseTableSort("model")
+	var b strings.Builder
+	if err := WriteTable(&b, s.Aggregate(Window1m, now).Report(now), o); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	header := strings.Fields(lines[0])
+	col := map[string]int{}
+	for i, h := range header {
+		col[h] = i
+	}
+	// Three of four met, 900 goodput tokens over 60 s.
+	want := map[string][2]string{"gpt-a": {"75.0%", "15.0"}, "gpt-b": {"-", "-"}}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if got := [2]string{f[col["SLO%"]], f[col["GOODPUT"]]}; got != want[f[col["MODEL"]]] {
+			t.Errorf("%s: SLO%%, GOODPUT %v, want %v\n%s", f[col["MODEL"]], got, want[f[col["MODEL"]]], b.String())
+		}
+	}
+
+	b.Reset()
+	s = newTestStore(0)
+	record(s, key("openai", "gpt-b"), only(OutputTokens, 300), time.Second)
+	if err := WriteTable(&b, s.Aggregate(Window1m, now).Report(now), o); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "SLO%") || strings.Contains(b.String(), "GOODPUT") {
+		t.Errorf("SLO columns without an objective:\n%s", b.String())
+	}
+}

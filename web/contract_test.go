@@ -33,7 +33,17 @@ type statsRow struct {
 	AbortRate      float64                `json:"abort_rate"`
 	EstimatedShare float64                `json:"estimated_share"`
 	CostUSD        float64                `json:"cost_usd"`
+	SLO            *statsSLO              `json:"slo,omitempty"`
 	Metrics        map[string]statsMetric `json:"metrics"`
+}
+
+// statsSLO is a row's attainment of its objective; absent when no
+// objective judged a request of the row.
+type statsSLO struct {
+	Requests     int64   `json:"requests"`
+	Met          int64   `json:"met"`
+	Attainment   float64 `json:"attainment"`
+	TokenGoodput float64 `json:"token_goodput"`
 }
 
 // statsMetric has no quantiles when Count is 0.

@@ -227,6 +227,9 @@ func TestPage(t *testing.T) {
 				{"gpt-4o", "cost_usd", "$0.610"},
 				{"gpt-4o-mini", "cost_p50", "–"},
 				{"gpt-4o-mini", "cost_usd", "–"},
+				{"claude-haiku-4-5", "slo_attainment", "89.7 %"},
+				{"claude-haiku-4-5", "slo_goodput", "96.1 tok/s"},
+				{"gpt-4o", "slo_attainment", "–"},
 			}
 			for _, c := range cases {
 				i := slices.IndexFunc(got, func(r renderedRow) bool { return r.Model == c.model })
@@ -250,6 +253,23 @@ func TestPage(t *testing.T) {
 			if hidden := eval[bool](t, b, `getComputedStyle(document.querySelector('th[data-col="labels"]')).display === 'none'`); hidden {
 				t.Error("the labels column is hidden although rows have labels")
 			}
+		}},
+		{"shows the SLO columns only when some row was judged", func(t *testing.T) {
+			shown := `[...document.querySelectorAll('th[data-col^="slo_"], th[data-group="slo"], td[data-col^="slo_"]')].filter(e => getComputedStyle(e).display !== 'none').length`
+			if n := eval[int](t, b, shown); n != 3+2*len(fixture.Rows) {
+				t.Errorf("%d SLO headings and cells shown, want %d", n, 3+2*len(fixture.Rows))
+			}
+			unjudged := fixture.clone()
+			for i := range unjudged.Rows {
+				unjudged.Rows[i].SLO = nil
+			}
+			api.serve(unjudged)
+			b.waitFor(t, "the SLO columns to go", `document.getElementById('comparison').classList.contains('no-slo')`, 10*time.Second)
+			if n := eval[int](t, b, shown); n != 0 {
+				t.Errorf("%d SLO headings and cells shown without any objective", n)
+			}
+			api.serve(fixture)
+			b.waitFor(t, "the SLO columns to come back", `!document.getElementById('comparison').classList.contains('no-slo')`, 10*time.Second)
 		}},
 		{"shows the cost columns only when some row has a price", func(t *testing.T) {
 			shown := `[...document.querySelectorAll('th[data-col^="cost_"], th[data-group="cost"]')].filter(th => getComputedStyle(th).display !== 'none').length`

@@ -48,6 +48,7 @@
 		dur: 'Duration',
 		tok: 'Tokens p50',
 		cost: 'Cost (USD)',
+		slo: 'SLO',
 	};
 
 	// COLUMNS drives the table header, the cells, sorting and the data-col
@@ -76,6 +77,8 @@
 		{ key: 'cost_p50', group: 'cost', label: 'p50', get: metric('cost', 'p50'), fmt: fmtUSD, title: 'Cost per request, of the requests whose model has a price' },
 		{ key: 'cost_p95', group: 'cost', label: 'p95', get: metric('cost', 'p95'), fmt: fmtUSD, title: 'Cost per request: 5% of requests cost more' },
 		{ key: 'cost_usd', group: 'cost', label: 'total', get: totalCost, fmt: fmtUSD, title: 'What the requests with a price cost in the window' },
+		{ key: 'slo_attainment', group: 'slo', label: 'met', get: (r) => (r.slo ? finite(r.slo.attainment) : null), fmt: fmtPercent, title: 'Share of the requests judged that met the objective configured for the model' },
+		{ key: 'slo_goodput', group: 'slo', label: 'goodput', get: (r) => (r.slo ? finite(r.slo.token_goodput) : null), fmt: fmtRate, title: 'Token goodput: output tokens per second of the window from the requests that met the objective' },
 	];
 	// totalCost is the row's cost_usd, or null when no request of the row
 	// had a price (a cost of 0 would claim it was free).
@@ -305,6 +308,7 @@
 		// Without prices configured, no row has a cost: the columns go.
 		const hasCost = rows.some((r) => totalCost(r) !== null);
 		el.table.classList.toggle('no-cost', !hasCost);
+		el.table.classList.toggle('no-slo', !rows.some((r) => r.slo));
 
 		const trs = rows.map((r) => {
 			const tr = document.createElement('tr');
