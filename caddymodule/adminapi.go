@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -60,22 +61,30 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 
 // serveReport answers GET /tokentap/stats.
 func (a *AdminAPI) serveReport(w http.ResponseWriter, r *http.Request) error {
-	win, err := requestWindow(w, r)
+	win, series, err := requestView(w, r)
 	if err != nil {
 		return err
 	}
 	now := a.now()
-	return writeJSON(w, a.store.Aggregate(win, now).Report(now))
+	return writeJSON(w, a.view(win, series, now).Report(now))
+}
+
+// view is the window's aggregate, with each row's series if asked.
+func (a *AdminAPI) view(win stats.Window, series bool, now time.Time) *stats.Aggregate {
+	if series {
+		return a.store.Series(win, now)
+	}
+	return a.store.Aggregate(win, now)
 }
 
 // serveSketches answers GET /tokentap/stats/sketches.
 func (a *AdminAPI) serveSketches(w http.ResponseWriter, r *http.Request) error {
-	win, err := requestWindow(w, r)
+	win, series, err := requestView(w, r)
 	if err != nil {
 		return err
 	}
 	now := a.now()
-	snap, err := a.store.Aggregate(win, now).Snapshot(now)
+	snap, err := a.view(win, series, now).Snapshot(now)
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
 	}
@@ -91,21 +100,29 @@ func (a *AdminAPI) servePage(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// requestWindow checks the method and reads the window parameter (default
-// 5m).
-func requestWindow(w http.ResponseWriter, r *http.Request) (stats.Window, error) {
+// requestView checks the method and reads the window parameter (default
+// 5m) and the series parameter (true or false, default false).
+func requestView(w http.ResponseWriter, r *http.Request) (stats.Window, bool, error) {
 	if r.Method != http.MethodGet {
-		return 0, methodNotAllowed(w, r, "GET")
+		return 0, false, methodNotAllowed(w, r, "GET")
 	}
-	v := r.URL.Query().Get("window")
+	q := r.URL.Query()
+	series := false
+	if v := q.Get("series"); v != "" {
+		var err error
+		if series, err = strconv.ParseBool(v); err != nil {
+			return 0, false, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("series %q: use true or false", v)}
+		}
+	}
+	v := q.Get("window")
 	if v == "" {
-		return stats.DefaultWindow, nil
+		return stats.DefaultWindow, series, nil
 	}
 	win, err := stats.ParseWindow(v)
 	if err != nil {
-		return 0, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+		return 0, false, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
-	return win, nil
+	return win, series, nil
 }
 
 func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) error {

@@ -244,7 +244,7 @@ func TestAdminAPIThroughCaddy(t *testing.T) {
 	}{
 		{"stats", "GET", "/tokentap/stats?window=1m", 200, `"model":"admin-api-test"`},
 		{"sketches", "GET", "/tokentap/stats/sketches", 200, `"version":1`},
-		{"bad window", "GET", "/tokentap/stats?window=1d", 400, `{"error":"window \"1d\": use 1m, 5m or 1h"}`},
+		{"bad window", "GET", "/tokentap/stats?window=1d", 400, `{"error":"window \"1d\": use 1m, 5m, 1h or 24h"}`},
 		{"wrong method", "PUT", "/tokentap/stats/sketches", 405, `"error":"method PUT not allowed`},
 		{"page", "GET", "/tokentap/", 200, "<!doctype html>"},
 		{"page without the slash", "GET", "/tokentap", 200, "<!doctype html>"},

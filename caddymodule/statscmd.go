@@ -35,7 +35,7 @@ const (
 // too.
 var statsCommand = caddycmd.Command{
 	Name:  "stats",
-	Usage: "[--address <admin>] [--from <admin>]... [--window 1m|5m|1h] [--sort <column>] [--json]",
+	Usage: "[--address <admin>] [--from <admin>]... [--window 1m|5m|1h|24h] [--sort <column>] [--series] [--json]",
 	Short: "Prints the live model comparison of running tokentap instances",
 	Long: `
 Prints the live comparison of models measured by running tokentap instances:
@@ -48,7 +48,10 @@ with --from given once per instance, the raw sketches of several instances,
 which it merges exactly: the result is what one instance that saw all their
 traffic would show. Percentiles are never averaged.
 
---window picks the sliding window: 1m, 5m (default) or 1h.
+--window picks the sliding window: 1m, 5m (default), 1h or 24h.
+
+--series adds each row's time slices (10 s, 30 s, 5 min or 1 h, by window),
+oldest first, under the table: how each model moved within the window.
 
 --sort names the column to sort by, as in the table's header, in lower case:
 ttft_p50 (the default), tps_p5, tps_p50, dur_p95, requests, err%, model...
@@ -60,8 +63,9 @@ Rows without a value sort last.
 	CobraFunc: func(cmd *cobra.Command) {
 		cmd.Flags().String("address", caddy.DefaultAdminListen, "The admin API address of the instance to read")
 		cmd.Flags().StringArray("from", nil, "The admin API address of an instance to merge; repeat for each instance (overrides --address)")
-		cmd.Flags().String("window", stats.DefaultWindow.String(), "The sliding window: 1m, 5m or 1h")
+		cmd.Flags().String("window", stats.DefaultWindow.String(), "The sliding window: 1m, 5m, 1h or 24h")
 		cmd.Flags().String("sort", "ttft_p50", "The column to sort by; a leading - sorts descending")
+		cmd.Flags().Bool("series", false, "Also print each row's time slices, oldest first")
 		cmd.Flags().Bool("json", false, "Print JSON (the schema of GET /tokentap/stats) instead of a table")
 		cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
 			return runStats(fl, cmd.OutOrStdout())
@@ -86,7 +90,8 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 	if len(addrs) == 0 {
 		addrs = []string{fl.String("address")}
 	}
-	merged, err := fetchMerged(addrs, win)
+	series := fl.Bool("series")
+	merged, err := fetchMerged(addrs, win, series)
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
@@ -103,6 +108,11 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 		_, err = fmt.Fprintf(out, "no requests in the last %s\n", win)
 	} else {
 		err = stats.WriteTable(out, rep, order)
+		if err == nil && series {
+			if _, err = fmt.Fprintf(out, "\nOver the last %s, by slice of %s:\n", win, sliceText(win.Slice())); err == nil {
+				err = stats.WriteSeries(out, rep, order)
+			}
+		}
 	}
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
@@ -112,7 +122,7 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 
 // fetchMerged reads every instance's sketches of window win, at once, and
 // merges them.
-func fetchMerged(addrs []string, win stats.Window) (*stats.Aggregate, error) {
+func fetchMerged(addrs []string, win stats.Window, series bool) (*stats.Aggregate, error) {
 	type result struct {
 		agg *stats.Aggregate
 		err error
@@ -121,7 +131,7 @@ func fetchMerged(addrs []string, win stats.Window) (*stats.Aggregate, error) {
 	for i, addr := range addrs {
 		results[i] = make(chan result, 1)
 		go func() {
-			agg, err := fetchSketches(addr, win)
+			agg, err := fetchSketches(addr, win, series)
 			results[i] <- result{agg, err}
 		}()
 	}
@@ -148,10 +158,14 @@ func fetchMerged(addrs []string, win stats.Window) (*stats.Aggregate, error) {
 }
 
 // fetchSketches reads one instance's GET /tokentap/stats/sketches.
-func fetchSketches(addr string, win stats.Window) (*stats.Aggregate, error) {
+func fetchSketches(addr string, win stats.Window, series bool) (*stats.Aggregate, error) {
 	// One request per instance: close the connection rather than leave it
 	// idle in a transport that is never used again.
-	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, "/tokentap/stats/sketches?window="+url.QueryEscape(win.String()),
+	path := "/tokentap/stats/sketches?window=" + url.QueryEscape(win.String())
+	if series {
+		path += "&series=true"
+	}
+	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, path,
 		http.Header{"Connection": {"close"}}, nil)
 	if err != nil {
 		return nil, err
@@ -176,4 +190,16 @@ func fetchSketches(addr string, win stats.Window) (*stats.Aggregate, error) {
 		return nil, fmt.Errorf("answered window %s, asked for %s", agg.Window(), win)
 	}
 	return agg, nil
+}
+
+// sliceText writes a slice's length as the windows are written: 10s, 5m, 1h.
+func sliceText(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	default:
+		return fmt.Sprintf("%gs", d.Seconds())
+	}
 }

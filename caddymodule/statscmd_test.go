@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +111,8 @@ func TestStatsMergesInstances(t *testing.T) {
 		{"json, 1m", []string{"--json", "--window", "1m"}},
 		{"table", []string{"--sort", "-tps_p50"}},
 		{"table, 1h, by ttft p95", []string{"--window", "1h", "--sort", "ttft_p95"}},
+		{"json with series, 1m", []string{"--json", "--series", "--window", "1m"}},
+		{"table with series, 24h", []string{"--series", "--window", "24h"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +136,9 @@ func TestStatsMergesInstances(t *testing.T) {
 				if len(s.Rows) != 6 {
 					t.Fatalf("%d rows, want 6", len(s.Rows))
 				}
+				if series := slices.Contains(tt.args, "--series"); series != (len(s.Rows[0].Series) == 6) {
+					t.Fatalf("--series %v, but the first row has %d slices", series, len(s.Rows[0].Series))
+				}
 				if !reflect.DeepEqual(m, s) {
 					t.Errorf("merged view differs from the single instance's:\n%s\n%s", merged, single)
 				}
@@ -140,6 +146,9 @@ func TestStatsMergesInstances(t *testing.T) {
 			}
 			if merged != single {
 				t.Errorf("merged table differs from the single instance's:\n%s\n%s", merged, single)
+			}
+			if slices.Contains(tt.args, "--series") && (!strings.Contains(single, "Over the last 24h, by slice of 1h:") || strings.Count(single, "\nopenai") != 6+6*24) {
+				t.Errorf("--series: want the table's 6 rows and 24 slices of each:\n%s", single)
 			}
 		})
 	}
@@ -253,7 +262,7 @@ func TestStatsErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"bad window", []string{"--address", fakeAdminA, "--window", "2m"}, `window "2m": use 1m, 5m or 1h`},
+		{"bad window", []string{"--address", fakeAdminA, "--window", "2m"}, `window "2m": use 1m, 5m, 1h or 24h`},
 		{"bad sort", []string{"--address", fakeAdminA, "--sort", "speed"}, `--sort "speed"`},
 		{"quantile a metric does not report", []string{"--address", fakeAdminA, "--sort", "ttft_p5"}, `--sort "ttft_p5"`},
 		{"instance down", []string{"--from", fakeAdminA, "--from", fakeAdminDown}, "instance " + fakeAdminDown},
@@ -284,7 +293,7 @@ func TestStatsCommandRegistered(t *testing.T) {
 	}
 	cmd := &cobra.Command{Use: "stats"}
 	c.CobraFunc(cmd)
-	for flag, def := range map[string]string{"address": "localhost:2019", "window": "5m", "sort": "ttft_p50", "json": "false", "from": "[]"} {
+	for flag, def := range map[string]string{"address": "localhost:2019", "window": "5m", "sort": "ttft_p50", "json": "false", "from": "[]", "series": "false"} {
 		f := cmd.Flags().Lookup(flag)
 		if f == nil || f.DefValue != def {
 			t.Errorf("flag --%s: %+v, want default %q", flag, f, def)

@@ -25,6 +25,9 @@ type AggregateRow struct {
 	Counts Counts
 	// sketches are nil for metrics without a point.
 	sketches [NumMetrics]*ddsketch.DDSketch
+	// Series is the row's slices, oldest first, when the aggregate was
+	// asked for them (Store.Series); nil otherwise.
+	Series []SeriesSlice
 }
 
 func newAggregate(w Window) *Aggregate {
@@ -43,16 +46,9 @@ func (a *Aggregate) add(r *AggregateRow) {
 		return
 	}
 	have.Counts.add(r.Counts)
-	for m, sk := range r.sketches {
-		if sk == nil {
-			continue
-		}
-		if have.sketches[m] == nil {
-			have.sketches[m] = newViewSketch()
-		}
-		// All sketches share one mapping (decodeSketch checks those from
-		// elsewhere), so merging cannot fail.
-		_ = have.sketches[m].MergeWith(sk)
+	mergeSketches(&have.sketches, &r.sketches)
+	if r.Series != nil {
+		have.Series = mergeSeries(have.Series, r.Series)
 	}
 }
 
@@ -68,6 +64,9 @@ func (a *Aggregate) Merge(b *Aggregate) error {
 			if sk != nil {
 				c.sketches[m] = sk.Copy()
 			}
+		}
+		for i := range r.Series {
+			c.Series = append(c.Series, copySlice(&r.Series[i]))
 		}
 		a.add(c)
 	}
@@ -92,11 +91,14 @@ func (a *Aggregate) sortedRows() []*AggregateRow {
 }
 
 // Count returns how many requests observed metric m.
-func (r *AggregateRow) Count(m Metric) int64 {
-	if r.sketches[m] == nil {
+func (r *AggregateRow) Count(m Metric) int64 { return sketchCount(r.sketches[m]) }
+
+// sketchCount is how many points sk holds; 0 for nil.
+func sketchCount(sk *ddsketch.DDSketch) int64 {
+	if sk == nil {
 		return 0
 	}
-	return int64(r.sketches[m].GetCount() + 0.5)
+	return int64(sk.GetCount() + 0.5)
 }
 
 // Quantile returns metric m's value at quantile q (0 to 1), within

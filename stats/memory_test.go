@@ -9,10 +9,15 @@ import (
 )
 
 // fillTimes are offsets at which one record fills a different slice of
-// every ring: the hour's 12 slices, then the 5 minutes' 10, then the
-// minute's 6, so that after them every slice of every window holds data.
+// every ring: the day's 24 slices, the hour's 12, then the 5 minutes' 10,
+// then the minute's 6, so that after them every slice of every window
+// holds data.
 func fillTimes(start time.Duration) []time.Duration {
 	var ts []time.Duration
+	for i := 0; i < 23; i++ {
+		ts = append(ts, start+time.Duration(i)*time.Hour)
+	}
+	start += 23 * time.Hour
 	for i := 0; i < 12; i++ {
 		ts = append(ts, start+time.Duration(i)*5*time.Minute)
 	}
@@ -35,8 +40,8 @@ func heapInUse() uint64 {
 
 // TestMemoryBound throws 10,000 distinct models and label values at a store
 // with the default cap, each with every metric in every slice of every
-// window and with keys longer than MaxKeyString, then another 10,000 an
-// hour later (which reuse the idle rows): the heap the store holds stays
+// window and with keys longer than MaxKeyString, then another 10,000 after
+// the first have been idle for an hour (which reuse the idle rows): the heap the store holds stays
 // under MemoryBound, and near it, since the worst case is what this is.
 func TestMemoryBound(t *testing.T) {
 	if testing.Short() {
@@ -56,7 +61,7 @@ func TestMemoryBound(t *testing.T) {
 	s := NewStore(Options{Origin: origin})
 	bound := MemoryBound(0)
 
-	for round, start := range []time.Duration{0, 2 * time.Hour} {
+	for round, start := range []time.Duration{0, 26 * time.Hour} {
 		ks := keys(round)
 		times := fillTimes(start)
 		// What the hour holds at the last fill time: the requests in its

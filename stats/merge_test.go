@@ -109,15 +109,26 @@ func TestMergeEqualsUnion(t *testing.T) {
 				record(union, keys[i], samples[i], times[i])
 				record(parts[tt.split(i, keys[i])], keys[i], samples[i], times[i])
 			}
-			for _, w := range []Window{Window1m, Window5m, Window1h} {
+			for _, v := range []struct {
+				w      Window
+				series bool
+			}{{Window1m, false}, {Window5m, false}, {Window1h, false}, {Window24h, false}, {Window1m, true}, {Window5m, true}, {Window24h, true}} {
+				w := v.w
+				view := (*Store).Aggregate
+				if v.series {
+					view = (*Store).Series
+				}
 				now := at(55 * time.Second)
-				merged := viaSnapshot(t, parts[0].Aggregate(w, now))
+				merged := viaSnapshot(t, view(parts[0], w, now))
 				for _, p := range parts[1:] {
-					if err := merged.Merge(viaSnapshot(t, p.Aggregate(w, now))); err != nil {
+					if err := merged.Merge(viaSnapshot(t, view(p, w, now))); err != nil {
 						t.Fatal(err)
 					}
 				}
-				got, want := merged.Report(now), union.Aggregate(w, now).Report(now)
+				got, want := merged.Report(now), view(union, w, now).Report(now)
+				if v.series && (len(want.Rows) == 0 || len(want.Rows[0].Series) != windows[w].count) {
+					t.Fatalf("%s: series of %d slices, want the window's %d", w, len(want.Rows[0].Series), windows[w].count)
+				}
 				if len(want.Rows) < 2 {
 					t.Fatalf("%s: only %d rows: the case tests nothing", w, len(want.Rows))
 				}

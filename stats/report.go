@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch"
 )
 
 // ReportVersion is the version of the Report JSON (GET /tokentap/stats).
@@ -79,6 +81,23 @@ type ReportRow struct {
 	SLO *SLOSummary `json:"slo,omitempty"`
 
 	// Metrics are the distributions, one per metric, always all present.
+	Metrics ReportMetrics `json:"metrics"`
+
+	// Series is the row's time slices, oldest first, when asked for
+	// (series=true): every slice of the window, empty ones included.
+	Series []SeriesPoint `json:"series,omitempty"`
+}
+
+// SeriesPoint is one time slice of a row, with the metrics of its
+// requests alone.
+type SeriesPoint struct {
+	// Start is when the slice began; Seconds is its length.
+	Start   time.Time `json:"start"`
+	Seconds int       `json:"seconds"`
+	// Requests and Errors are as in the row.
+	Requests int64 `json:"requests"`
+	Errors   int64 `json:"errors"`
+	// Metrics are as in the row, over the slice's requests.
 	Metrics ReportMetrics `json:"metrics"`
 }
 
@@ -224,22 +243,38 @@ func (a *Aggregate) Report(at time.Time) *Report {
 			CostUSD:        round(r.Counts.CostUSD),
 			SLO:            sloSummary(&r.Counts, a.window.Duration().Seconds()),
 		}
-		for m := Metric(0); int(m) < NumMetrics; m++ {
-			s := rr.Metrics.Get(m)
-			s.Unit, s.Count = m.Unit(), r.Count(m)
-			if s.Count == 0 {
-				continue
+		summarize(&rr.Metrics, &r.sketches)
+		for i := range r.Series {
+			sl := &r.Series[i]
+			p := SeriesPoint{
+				Start:    sl.Start.UTC(),
+				Seconds:  int(a.window.Slice() / time.Second),
+				Requests: sl.Counts.Requests,
+				Errors:   sl.Counts.Errors,
 			}
-			s.Quantiles = map[string]float64{}
-			for _, q := range m.Quantiles() {
-				if v, ok := r.Quantile(m, q); ok {
-					s.Quantiles[QuantileName(q)] = round(v)
-				}
-			}
+			summarize(&p.Metrics, &sl.sketches)
+			rr.Series = append(rr.Series, p)
 		}
 		rep.Rows = append(rep.Rows, rr)
 	}
 	return rep
+}
+
+// summarize fills each metric's Summary from its sketch.
+func summarize(into *ReportMetrics, sks *[NumMetrics]*ddsketch.DDSketch) {
+	for m := Metric(0); int(m) < NumMetrics; m++ {
+		s := into.Get(m)
+		s.Unit, s.Count = m.Unit(), sketchCount(sks[m])
+		if s.Count == 0 {
+			continue
+		}
+		s.Quantiles = map[string]float64{}
+		for _, q := range m.Quantiles() {
+			if v, err := sks[m].GetValueAtQuantile(q); err == nil {
+				s.Quantiles[QuantileName(q)] = round(v)
+			}
+		}
+	}
 }
 
 func ratio(n, d int64) float64 {

@@ -137,6 +137,8 @@ func TestParseWindow(t *testing.T) {
 		{"1m", Window1m, 60, true},
 		{"5m", Window5m, 300, true},
 		{"1h", Window1h, 3600, true},
+		{"24h", Window24h, 86400, true},
+		{"1d", 0, 0, false},
 		{"60s", 0, 0, false},
 		{"", 0, 0, false},
 		{"1H", 0, 0, false},

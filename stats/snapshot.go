@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch"
 )
 
 // SnapshotVersion is the version of the Snapshot JSON
@@ -32,7 +34,29 @@ type Snapshot struct {
 // SnapshotRow is one row's state.
 type SnapshotRow struct {
 	RowID
+	SnapshotCounts
 
+	// Sketches maps a metric's name (as in the Report) to its sketch:
+	// base64 of the sketches-go DDSketch protobuf. Metrics no request
+	// observed are absent.
+	Sketches map[string]string `json:"sketches"`
+
+	// Series is the row's time slices, oldest first, every slice of the
+	// window, when the snapshot was asked for with series.
+	Series []SnapshotSlice `json:"series,omitempty"`
+}
+
+// SnapshotSlice is one time slice of a row's series: its start, its
+// length, and its counts and sketches as a row's.
+type SnapshotSlice struct {
+	Start   time.Time `json:"start"`
+	Seconds int       `json:"seconds"`
+	SnapshotCounts
+	Sketches map[string]string `json:"sketches"`
+}
+
+// SnapshotCounts are a row's or a slice's counts.
+type SnapshotCounts struct {
 	// Requests, Errors and Aborts are as in the Report; Estimated counts
 	// the requests whose token counts were estimated.
 	Requests  int64 `json:"requests"`
@@ -48,11 +72,57 @@ type SnapshotRow struct {
 	SLORequests   int64 `json:"slo_requests"`
 	SLOMet        int64 `json:"slo_met"`
 	GoodputTokens int64 `json:"goodput_tokens"`
+}
 
-	// Sketches maps a metric's name (as in the Report) to its sketch:
-	// base64 of the sketches-go DDSketch protobuf. Metrics no request
-	// observed are absent.
-	Sketches map[string]string `json:"sketches"`
+func snapshotCounts(c *Counts) SnapshotCounts {
+	return SnapshotCounts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens}
+}
+
+// counts checks c, read from elsewhere, and returns it as Counts.
+func (c *SnapshotCounts) counts() (Counts, error) {
+	if c.Requests < 0 || c.Errors < 0 || c.Aborts < 0 || c.Estimated < 0 ||
+		c.SLORequests < 0 || c.SLOMet < 0 || c.GoodputTokens < 0 {
+		return Counts{}, fmt.Errorf("negative count")
+	}
+	if c.SLOMet > c.SLORequests {
+		return Counts{}, fmt.Errorf("slo_met %d over slo_requests %d", c.SLOMet, c.SLORequests)
+	}
+	if !(c.CostUSD >= 0 && c.CostUSD <= maxValue) {
+		return Counts{}, fmt.Errorf("cost_usd %v: want 0 to %g", c.CostUSD, float64(maxValue))
+	}
+	return Counts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens}, nil
+}
+
+// encodeSketches encodes each metric's sketch by the metric's name.
+func encodeSketches(sks *[NumMetrics]*ddsketch.DDSketch) (map[string]string, error) {
+	out := map[string]string{}
+	for m, sk := range sks {
+		if sk == nil || sk.IsEmpty() {
+			continue
+		}
+		enc, err := encodeSketch(sk)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s: %v", Metric(m), err)
+		}
+		out[Metric(m).String()] = enc
+	}
+	return out, nil
+}
+
+// decodeSketches reads what encodeSketches wrote, skipping unknown metrics.
+func decodeSketches(encoded map[string]string, into *[NumMetrics]*ddsketch.DDSketch) error {
+	for name, enc := range encoded {
+		m, ok := LookupMetric(name)
+		if !ok || m.String() != name {
+			continue
+		}
+		sk, err := decodeSketch(enc)
+		if err != nil {
+			return fmt.Errorf("%s: %v", name, err)
+		}
+		into[m] = sk
+	}
+	return nil
 }
 
 // Snapshot exports the aggregate, taken at at.
@@ -66,27 +136,18 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 		Rows:             []SnapshotRow{},
 	}
 	for _, r := range a.sortedRows() {
-		sr := SnapshotRow{
-			RowID:         rowID(r),
-			Requests:      r.Counts.Requests,
-			Errors:        r.Counts.Errors,
-			Aborts:        r.Counts.Aborts,
-			Estimated:     r.Counts.Estimated,
-			CostUSD:       r.Counts.CostUSD,
-			SLORequests:   r.Counts.SLORequests,
-			SLOMet:        r.Counts.SLOMet,
-			GoodputTokens: r.Counts.GoodputTokens,
-			Sketches:      map[string]string{},
+		sr := SnapshotRow{RowID: rowID(r), SnapshotCounts: snapshotCounts(&r.Counts)}
+		var err error
+		if sr.Sketches, err = encodeSketches(&r.sketches); err != nil {
+			return nil, fmt.Errorf("%s/%s: %v", r.Key.Provider, r.Key.Model, err)
 		}
-		for m, sk := range r.sketches {
-			if sk == nil || sk.IsEmpty() {
-				continue
+		for i := range r.Series {
+			sl := &r.Series[i]
+			ss := SnapshotSlice{Start: sl.Start.UTC(), Seconds: int(a.window.Slice() / time.Second), SnapshotCounts: snapshotCounts(&sl.Counts)}
+			if ss.Sketches, err = encodeSketches(&sl.sketches); err != nil {
+				return nil, fmt.Errorf("%s/%s, slice %s: %v", r.Key.Provider, r.Key.Model, ss.Start.Format(time.RFC3339), err)
 			}
-			enc, err := encodeSketch(sk)
-			if err != nil {
-				return nil, fmt.Errorf("encoding %s of %s/%s: %v", Metric(m), r.Key.Provider, r.Key.Model, err)
-			}
-			sr.Sketches[Metric(m).String()] = enc
+			sr.Series = append(sr.Series, ss)
 		}
 		snap.Rows = append(snap.Rows, sr)
 	}
@@ -128,37 +189,54 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 	a := newAggregate(w)
 	for i := range s.Rows {
 		sr := &s.Rows[i]
-		if sr.Requests < 0 || sr.Errors < 0 || sr.Aborts < 0 || sr.Estimated < 0 ||
-			sr.SLORequests < 0 || sr.SLOMet < 0 || sr.GoodputTokens < 0 {
-			return nil, fmt.Errorf("row %d (%s/%s): negative count", i, sr.Provider, sr.Model)
-		}
-		if sr.SLOMet > sr.SLORequests {
-			return nil, fmt.Errorf("row %d (%s/%s): slo_met %d over slo_requests %d", i, sr.Provider, sr.Model, sr.SLOMet, sr.SLORequests)
-		}
-		if !(sr.CostUSD >= 0 && sr.CostUSD <= maxValue) {
-			return nil, fmt.Errorf("row %d (%s/%s): cost_usd %v: want 0 to %g", i, sr.Provider, sr.Model, sr.CostUSD, float64(maxValue))
+		counts, err := sr.counts()
+		if err != nil {
+			return nil, fmt.Errorf("row %d (%s/%s): %v", i, sr.Provider, sr.Model, err)
 		}
 		r := &AggregateRow{
 			Key:      Key{Provider: sr.Provider, Model: sr.Model},
 			Overflow: sr.Overflow,
-			Counts:   Counts{sr.Requests, sr.Errors, sr.Aborts, sr.Estimated, sr.CostUSD, sr.SLORequests, sr.SLOMet, sr.GoodputTokens},
+			Counts:   counts,
 		}
 		for name, value := range sr.Labels {
 			r.Key.Labels = append(r.Key.Labels, Label{name, value})
 		}
 		sort.Slice(r.Key.Labels, func(i, j int) bool { return r.Key.Labels[i].Name < r.Key.Labels[j].Name })
-		for name, enc := range sr.Sketches {
-			m, ok := LookupMetric(name)
-			if !ok || m.String() != name {
-				continue
+		if err := decodeSketches(sr.Sketches, &r.sketches); err != nil {
+			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
+		}
+		if len(sr.Series) > 0 {
+			if r.Series, err = s.series(sr, w); err != nil {
+				return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
 			}
-			sk, err := decodeSketch(enc)
-			if err != nil {
-				return nil, fmt.Errorf("row %d (%s/%s), %s: %v", i, sr.Provider, sr.Model, name, err)
-			}
-			r.sketches[m] = sk
 		}
 		a.add(r)
 	}
 	return a, nil
+}
+
+// series reads a row's slices back: each checked, sorted by start, the
+// slices of the window only (at most its slice count, so a document
+// cannot make the reader allocate without bound).
+func (s *Snapshot) series(sr *SnapshotRow, w Window) ([]SeriesSlice, error) {
+	if len(sr.Series) > windows[w].count {
+		return nil, fmt.Errorf("%d slices: window %s has %d", len(sr.Series), w, windows[w].count)
+	}
+	out := make([]SeriesSlice, len(sr.Series))
+	for j := range sr.Series {
+		ss := &sr.Series[j]
+		if ss.Seconds != int(w.Slice()/time.Second) {
+			return nil, fmt.Errorf("slice %d: %d seconds, want %s's %d", j, ss.Seconds, w, int(w.Slice()/time.Second))
+		}
+		c, err := ss.counts()
+		if err != nil {
+			return nil, fmt.Errorf("slice %d: %v", j, err)
+		}
+		out[j] = SeriesSlice{Start: ss.Start, Counts: c}
+		if err := decodeSketches(ss.Sketches, &out[j].sketches); err != nil {
+			return nil, fmt.Errorf("slice %d, %v", j, err)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Start.Before(out[b].Start) })
+	return out, nil
 }

@@ -17,8 +17,10 @@ type Options struct {
 	// MaxRows caps the rows; keys past it share the overflow row.
 	// Default: DefaultMaxRows.
 	MaxRows int
-	// Origin is where the store's time slices start. Default: when the
-	// store is made. Tests set it to place records in chosen slices.
+	// Origin is where the store's time slices start. Default: the last
+	// UTC midnight before the store is made, so that every instance cuts
+	// its slices at the same moments and their series merge slice by
+	// slice. Tests set it to place records in chosen slices.
 	Origin time.Time
 }
 
@@ -49,7 +51,10 @@ func NewStore(o Options) *Store {
 		o.MaxRows = DefaultMaxRows
 	}
 	if o.Origin.IsZero() {
-		o.Origin = time.Now()
+		// Subtracting from Now keeps its monotonic reading, which since
+		// relies on.
+		now := time.Now()
+		o.Origin = now.Add(-time.Duration(now.UnixNano() % int64(dayAligned)))
 	}
 	return &Store{
 		maxRows:  o.MaxRows,
@@ -176,6 +181,10 @@ func (s *Store) Rows() int {
 // Aggregate merges each row's slices that window w covers at now into one
 // sketch per metric. Rows without a request in the window are left out.
 func (s *Store) Aggregate(w Window, now time.Time) *Aggregate {
+	return s.aggregate(w, now, false)
+}
+
+func (s *Store) aggregate(w Window, now time.Time, series bool) *Aggregate {
 	s.mu.RLock()
 	rows := make([]*row, 0, s.nrows+1)
 	for _, r := range s.rows {
@@ -193,6 +202,9 @@ func (s *Store) Aggregate(w Window, now time.Time) *Aggregate {
 		r.mu.Lock()
 		ar.Key, ar.Overflow = r.key, r.overflow
 		r.view(w, t, &ar)
+		if series && ar.Counts.Requests > 0 {
+			r.viewSeries(w, t, s.origin, &ar)
+		}
 		r.mu.Unlock()
 		if ar.Counts.Requests > 0 {
 			a.add(&ar)

@@ -291,3 +291,59 @@ func formatSeconds(v float64) string {
 		return fmt.Sprintf("%.0fs", math.Round(v))
 	}
 }
+
+// WriteSeries prints each row's series under the table: one line per time
+// slice, oldest first, with the slice's requests, errors and the
+// quantiles that show a model speeding up or slowing down.
+func WriteSeries(out io.Writer, rep *Report, o TableOrder) error {
+	rows := append([]ReportRow(nil), rep.Rows...)
+	sortRows(rows, o)
+	metricCell := func(p *SeriesPoint, m Metric, q string) string {
+		v, ok := p.Metrics.Get(m).Quantiles[q]
+		if !ok {
+			return "-"
+		}
+		if m.Unit() == "{token}/s" {
+			return fmt.Sprintf("%.1f", v)
+		}
+		return formatSeconds(v)
+	}
+	cells := [][]string{{"PROVIDER", "MODEL", "LABELS", "START", "REQUESTS", "ERRORS", "TTFT_P50", "TTFT_P95", "TPS_P50", "TPS_P95"}}
+	for i := range rows {
+		r := &rows[i]
+		labels := labelsText(r)
+		if labels == "" {
+			labels = "-"
+		}
+		for j := range r.Series {
+			p := &r.Series[j]
+			cells = append(cells, []string{r.Provider, r.Model, labels, p.Start.UTC().Format("2006-01-02T15:04:05Z"),
+				fmt.Sprint(p.Requests), fmt.Sprint(p.Errors),
+				metricCell(p, TimeToFirstToken, "p50"), metricCell(p, TimeToFirstToken, "p95"),
+				metricCell(p, OutputTokensPerSecond, "p50"), metricCell(p, OutputTokensPerSecond, "p95")})
+		}
+	}
+	widths := make([]int, len(cells[0]))
+	for _, line := range cells {
+		for i, c := range line {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, line := range cells {
+		for i, c := range line {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if i < 4 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(out, strings.TrimRight(b.String(), " \n")+"\n")
+	return err
+}

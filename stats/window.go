@@ -6,7 +6,7 @@ import (
 )
 
 // Window is one of the sliding windows the stats keep: the last minute, the
-// last 5 minutes or the last hour.
+// last 5 minutes, the last hour or the last day.
 type Window uint8
 
 // The windows.
@@ -14,6 +14,7 @@ const (
 	Window1m Window = iota
 	Window5m
 	Window1h
+	Window24h
 
 	numWindows = int(iota)
 )
@@ -30,10 +31,17 @@ type windowInfo struct {
 }
 
 var windows = [numWindows]windowInfo{
-	Window1m: {"1m", 10 * time.Second, 6},
-	Window5m: {"5m", 30 * time.Second, 10},
-	Window1h: {"1h", 5 * time.Minute, 12},
+	Window1m:  {"1m", 10 * time.Second, 6},
+	Window5m:  {"5m", 30 * time.Second, 10},
+	Window1h:  {"1h", 5 * time.Minute, 12},
+	Window24h: {"24h", time.Hour, 24},
 }
+
+// dayAligned reports the period every slice length divides, so that a
+// store whose origin is a multiple of it cuts its slices at the same wall
+// clock moments as any other: series of several instances then line up
+// slice by slice.
+const dayAligned = 24 * time.Hour
 
 // totalSlices is the number of slices a row keeps over all windows.
 var totalSlices = func() int {
@@ -44,17 +52,17 @@ var totalSlices = func() int {
 	return n
 }()
 
-// ParseWindow parses "1m", "5m" or "1h".
+// ParseWindow parses "1m", "5m", "1h" or "24h".
 func ParseWindow(s string) (Window, error) {
 	for i, w := range windows {
 		if w.name == s {
 			return Window(i), nil
 		}
 	}
-	return 0, fmt.Errorf("window %q: use 1m, 5m or 1h", s)
+	return 0, fmt.Errorf("window %q: use 1m, 5m, 1h or 24h", s)
 }
 
-// String returns "1m", "5m" or "1h".
+// String returns "1m", "5m", "1h" or "24h".
 func (w Window) String() string {
 	if int(w) < numWindows {
 		return windows[w].name

@@ -35,6 +35,16 @@ type statsRow struct {
 	CostUSD        float64                `json:"cost_usd"`
 	SLO            *statsSLO              `json:"slo,omitempty"`
 	Metrics        map[string]statsMetric `json:"metrics"`
+	Series         []statsPoint           `json:"series,omitempty"`
+}
+
+// statsPoint is one time slice of a row's series (series=true).
+type statsPoint struct {
+	Start    string                 `json:"start"`
+	Seconds  int                    `json:"seconds"`
+	Requests int64                  `json:"requests"`
+	Errors   int64                  `json:"errors"`
+	Metrics  map[string]statsMetric `json:"metrics"`
 }
 
 // statsSLO is a row's attainment of its objective; absent when no

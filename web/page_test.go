@@ -29,7 +29,7 @@ type fakeStats struct {
 	windows []string
 }
 
-var windowSeconds = map[string]int{"1m": 60, "5m": 300, "1h": 3600}
+var windowSeconds = map[string]int{"1m": 60, "5m": 300, "1h": 3600, "24h": 86400}
 
 func (f *fakeStats) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	window := r.URL.Query().Get("window")
@@ -312,6 +312,60 @@ func TestPage(t *testing.T) {
 				}
 			}
 		}},
+		{"draws each model's p50 and p95 over time, a gap where a slice has none", func(t *testing.T) {
+			if !eval[bool](t, b, `document.querySelector('#series-tps .nodata') !== null`) {
+				t.Error("the over-time chart does not say it has no data before any series")
+			}
+			withSeries := fixture.clone()
+			start := time.Date(2026, 12, 2, 14, 55, 0, 0, time.UTC)
+			for _, i := range []int{0, 2} {
+				r := &withSeries.Rows[i]
+				for j := range 10 {
+					tps, ttft := 100.0+float64(10*j*i), 0.2+0.01*float64(j)
+					p := statsPoint{Start: start.Add(time.Duration(j) * 30 * time.Second).Format(time.RFC3339), Seconds: 30, Requests: 5,
+						Metrics: map[string]statsMetric{
+							"output_tokens_per_second": {Unit: "{token}/s", Count: 5, P50: &tps, P95: new(tps * 1.2)},
+							"time_to_first_token":      {Unit: "s", Count: 5, P50: &ttft, P95: new(ttft * 1.5)},
+						}}
+					if i == 0 && j == 4 {
+						p.Requests, p.Metrics = 0, map[string]statsMetric{}
+					}
+					r.Series = append(r.Series, p)
+				}
+			}
+			api.serve(withSeries)
+			b.waitFor(t, "the series lines", `document.querySelectorAll('#series-tps g[data-quantile]').length === 4`, 10*time.Second)
+			for _, chart := range []string{"series-tps", "series-ttft"} {
+				got := eval[[]map[string]any](t, b, `[...document.querySelectorAll('#`+chart+` g[data-quantile]')].map(g => ({model: g.dataset.model, q: g.dataset.quantile, moves: (g.querySelector('path').getAttribute('d').match(/M/g) || []).length, points: g.querySelectorAll('circle').length, dashed: getComputedStyle(g.querySelector('path')).strokeDasharray !== 'none', label: g.querySelector('text.series-label').textContent}))`)
+				want := map[string]struct {
+					moves, points float64
+				}{
+					// The first model's slice 4 is empty: two runs of points.
+					withSeries.Rows[0].Model: {2, 9},
+					withSeries.Rows[2].Model: {1, 10},
+				}
+				if len(got) != 4 {
+					t.Fatalf("%s: %d lines, want p50 and p95 of two models: %v", chart, len(got), got)
+				}
+				for _, g := range got {
+					w := want[g["model"].(string)]
+					if g["moves"].(float64) != w.moves || g["points"].(float64) != w.points {
+						t.Errorf("%s %v %v: %v runs of %v points, want %v of %v", chart, g["model"], g["q"], g["moves"], g["points"], w.moves, w.points)
+					}
+					if dashed := g["dashed"].(bool); dashed != (g["q"] == "p95") {
+						t.Errorf("%s %v %v: dashed %v; p95 is dashed and p50 solid, so the quantile does not rest on colour", chart, g["model"], g["q"], dashed)
+					}
+					if label := g["label"].(string); !strings.HasPrefix(label, g["q"].(string)+" "+g["model"].(string)) {
+						t.Errorf("%s: line label %q does not name its quantile and model", chart, label)
+					}
+				}
+			}
+			if os.Getenv("TOKENTAP_ARTIFACTS") != "" {
+				b.screenshot(t, "page-series.png")
+			}
+			api.serve(fixture)
+			b.waitFor(t, "the fixture again", `document.querySelector('#series-tps .nodata') !== null`, 10*time.Second)
+		}},
 		{"clicking a heading sorts by that column", func(t *testing.T) {
 			clicks := []struct {
 				col  string
@@ -335,7 +389,7 @@ func TestPage(t *testing.T) {
 			}
 		}},
 		{"the window selector asks the API for that window", func(t *testing.T) {
-			for _, w := range []struct{ window, words string }{{"1h", "last hour"}, {"1m", "last minute"}, {"5m", "last 5 minutes"}} {
+			for _, w := range []struct{ window, words string }{{"1h", "last hour"}, {"24h", "last 24 hours"}, {"1m", "last minute"}, {"5m", "last 5 minutes"}} {
 				b.do(t, "choosing "+w.window, 10*time.Second, chromedp.Click(chromedp.CSS(`input[name="window"][value="`+w.window+`"]`)))
 				b.waitFor(t, "the heading for "+w.window, `document.getElementById('table-title').textContent.endsWith(`+jsString(w.words)+`)`, 10*time.Second)
 				if got := api.lastWindow(); got != w.window {

@@ -13,7 +13,7 @@
 	const params = new URLSearchParams(location.search);
 
 	// The windows the stats API keeps, with their length in seconds.
-	const WINDOWS = { '1m': 60, '5m': 300, '1h': 3600 };
+	const WINDOWS = { '1m': 60, '5m': 300, '1h': 3600, '24h': 86400 };
 	const DEFAULT_WINDOW = '5m';
 
 	// The refresh period, in seconds: every 3 s by default; ?refresh=N
@@ -93,6 +93,13 @@
 	const CHARTS = [
 		{ id: 'chart-ttft', metric: 'time_to_first_token', fmt: fmtSeconds, what: 'time to first token' },
 		{ id: 'chart-tps', metric: 'output_tokens_per_second', fmt: fmtRate, what: 'output tokens per second' },
+	];
+
+	// The over-time charts: p50 (solid) and p95 (dashed) of each model per
+	// time slice of the window.
+	const SERIES_CHARTS = [
+		{ id: 'series-ttft', metric: 'time_to_first_token', fmt: fmtSeconds, what: 'time to first token' },
+		{ id: 'series-tps', metric: 'output_tokens_per_second', fmt: fmtRate, what: 'output tokens per second' },
 	];
 
 	const el = {
@@ -465,12 +472,123 @@
 		svg.replaceChildren(svgEl('title', {}, 'Distribution of ' + spec.what + ' per model: ' + summary.join('; ')), ...parts);
 	}
 
+	// fmtClock shows a slice's start as the hour and minute (and second,
+	// for windows of seconds) in the reader's time zone.
+	function fmtClock(ms, seconds) {
+		const d = new Date(ms);
+		const opts = { hour: '2-digit', minute: '2-digit', hour12: false };
+		if (seconds < 60) opts.second = '2-digit';
+		return d.toLocaleTimeString('en-GB', opts);
+	}
+
+	// renderSeries draws one line per model and quantile over the window's
+	// slices: p50 solid, p95 dashed, each labelled at its last point with
+	// the model's name, so that neither the quantile nor the model rests
+	// on colour alone. A slice without a value breaks the line.
+	function renderSeries(spec, rows) {
+		const svg = document.getElementById(spec.id);
+		if (!svg) return;
+		const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 600));
+		const height = 220;
+		const left = 64;
+		const right = width - 150;
+		const top = 8;
+		const bottom = height - 24;
+		svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+		svg.setAttribute('height', String(height));
+
+		const lines = [];
+		let t0 = Infinity;
+		let t1 = -Infinity;
+		let max = 0;
+		for (const r of rows) {
+			if (!Array.isArray(r.series)) continue;
+			for (const q of ['p50', 'p95']) {
+				const pts = r.series.map((p) => {
+					const t = Date.parse(p.start);
+					const m = p.metrics && p.metrics[spec.metric];
+					const v = m && m.count > 0 ? finite(m[q]) : null;
+					if (Number.isFinite(t)) {
+						t0 = Math.min(t0, t);
+						t1 = Math.max(t1, t + 1000 * (finite(p.seconds) || 0));
+					}
+					if (v !== null) max = Math.max(max, v);
+					return { t, v };
+				});
+				if (pts.some((p) => p.v !== null)) lines.push({ r, q, pts });
+			}
+		}
+		if (lines.length === 0 || !(t1 > t0)) {
+			svg.replaceChildren(svgEl('title', {}, 'No data yet'),
+				svgEl('text', { x: 0, y: top + 16, class: 'nodata' }, 'No ' + spec.what + ' measured in this window yet.'));
+			return;
+		}
+		if (!(max > 0)) max = 1;
+		const step = niceStep(max, 4);
+		const yMax = Math.ceil(max / step) * step;
+		const x = (t) => left + ((right - left) * (t - t0)) / (t1 - t0);
+		const y = (v) => bottom - ((bottom - top) * clamp(v, 0, yMax)) / yMax;
+		const parts = [];
+		for (let i = 0; i * step <= yMax + step / 2; i++) {
+			const v = i * step;
+			parts.push(svgEl('line', { class: 'grid', x1: left, x2: right, y1: y(v), y2: y(v) }));
+			parts.push(svgEl('text', { class: 'axis', x: left - 6, y: y(v) + 4, 'text-anchor': 'end' }, v === 0 ? '0' : trimZeros(spec.fmt(v))));
+		}
+		const ticks = 4;
+		for (let i = 0; i <= ticks; i++) {
+			const t = t0 + ((t1 - t0) * i) / ticks;
+			parts.push(svgEl('text', { class: 'axis', x: x(t), y: bottom + 16, 'text-anchor': i === 0 ? 'start' : i === ticks ? 'end' : 'middle' },
+				fmtClock(t, state.windowSeconds / ((rows[0] && rows[0].series && rows[0].series.length) || 1))));
+		}
+		const summary = [];
+		const labels = [];
+		for (const line of lines) {
+			const name = str(line.r.model) + (labelText(line.r.labels) ? ' (' + labelText(line.r.labels) + ')' : '');
+			const g = svgEl('g', { 'data-model': str(line.r.model), 'data-labels': labelText(line.r.labels), 'data-quantile': line.q });
+			// Each point sits in the middle of its slice.
+			const half = (t1 - t0) / line.pts.length / 2;
+			let d = '';
+			let pen = false;
+			let last = null;
+			for (const p of line.pts) {
+				if (p.v === null || !Number.isFinite(p.t)) {
+					pen = false;
+					continue;
+				}
+				d += (pen ? 'L' : 'M') + x(p.t + half).toFixed(1) + ' ' + y(p.v).toFixed(1);
+				pen = true;
+				last = p;
+				g.append(svgEl('circle', { class: 'point', cx: x(p.t + half), cy: y(p.v), r: 2.5, fill: colourOf(line.r) }));
+			}
+			g.prepend(svgEl('path', { class: 'series ' + line.q, d, stroke: colourOf(line.r) }));
+			if (last) {
+				const label = svgEl('text', { class: 'series-label', x: right + 6, y: y(last.v) + 4 }, line.q + ' ' + name);
+				labels.push({ y: y(last.v) + 4, label });
+				g.append(label);
+				summary.push(name + ' ' + line.q + ' latest ' + spec.fmt(last.v));
+			}
+			g.append(svgEl('title', {}, name + ' ' + line.q + ': ' + line.pts.filter((p) => p.v !== null).map((p) => fmtClock(p.t, 60) + ' ' + spec.fmt(p.v)).join(', ')));
+			parts.push(g);
+		}
+		// Lines that end close together would print their labels over one
+		// another: keep each at least a line of text below the one above.
+		labels.sort((a, b) => a.y - b.y);
+		let floor = -Infinity;
+		for (const l of labels) {
+			l.y = Math.max(l.y, floor + 13);
+			floor = l.y;
+			l.label.setAttribute('y', l.y.toFixed(1));
+		}
+		svg.replaceChildren(svgEl('title', {}, spec.what + ' over time, per model: ' + summary.join('; ')), ...parts);
+	}
+
 	// ---- page state ----
 
 	function render() {
 		const rows = sortedRows();
 		renderTable(rows);
 		for (const spec of CHARTS) renderChart(spec, rows);
+		for (const spec of SERIES_CHARTS) renderSeries(spec, rows);
 	}
 
 	function showMessage(kind, text) {
@@ -550,7 +668,7 @@
 		let data = null;
 		let error = '';
 		try {
-			const resp = await fetch('stats?window=' + encodeURIComponent(state.window), {
+			const resp = await fetch('stats?series=true&window=' + encodeURIComponent(state.window), {
 				cache: 'no-store',
 				headers: { Accept: 'application/json' },
 				signal: ctl.signal,
