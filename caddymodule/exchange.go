@@ -336,7 +336,7 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	x.safely("slo", func() { x.judge(r) })
 	x.safely("content", func() { r.Content = x.content(m) })
 	x.overhead += time.Since(end)
-	r.Inflight, r.Overhead = x.inflightAhead, x.overhead
+	r.Inflight, r.InflightKnown, r.Overhead = x.inflightAhead, x.inflight != nil, x.overhead
 	x.record(r)
 }
 

@@ -35,7 +35,7 @@ const (
 // too.
 var statsCommand = caddycmd.Command{
 	Name:  "stats",
-	Usage: "[--address <admin>] [--from <admin>]... [--window 1m|5m|1h|24h] [--sort <column>] [--series] [--json]",
+	Usage: "[--address <admin>] [--from <admin>]... [--window 1m|5m|1h|24h] [--sort <column>] [--series] [--by-inflight] [--json]",
 	Short: "Prints the live model comparison of running tokentap instances",
 	Long: `
 Prints the live comparison of models measured by running tokentap instances:
@@ -53,6 +53,10 @@ traffic would show. Percentiles are never averaged.
 --series adds each row's time slices (10 s, 30 s, 5 min or 1 h, by window),
 oldest first, under the table: how each model moved within the window.
 
+--by-inflight adds each row's time to first token and output tokens/s by
+in-flight level (requests to the same upstream and model in flight when a
+response began: 1, 2-3, 4-7, ... 64+): how each model slows under load.
+
 --sort names the column to sort by, as in the table's header, in lower case:
 ttft_p50 (the default), tps_p5, tps_p50, dur_p95, requests, err%, model...
 A leading - sorts descending, e.g. --sort -tps_p50 for the fastest first.
@@ -66,6 +70,7 @@ Rows without a value sort last.
 		cmd.Flags().String("window", stats.DefaultWindow.String(), "The sliding window: 1m, 5m, 1h or 24h")
 		cmd.Flags().String("sort", "ttft_p50", "The column to sort by; a leading - sorts descending")
 		cmd.Flags().Bool("series", false, "Also print each row's time slices, oldest first")
+		cmd.Flags().Bool("by-inflight", false, "Also print each row's speed by in-flight level")
 		cmd.Flags().Bool("json", false, "Print JSON (the schema of GET /tokentap/stats) instead of a table")
 		cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
 			return runStats(fl, cmd.OutOrStdout())
@@ -108,6 +113,11 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 		_, err = fmt.Fprintf(out, "no requests in the last %s\n", win)
 	} else {
 		err = stats.WriteTable(out, rep, order)
+		if err == nil && fl.Bool("by-inflight") {
+			if _, err = fmt.Fprintf(out, "\nBy requests in flight, over the last half to whole %s:\n", win); err == nil {
+				err = stats.WriteInflight(out, rep, order)
+			}
+		}
 		if err == nil && series {
 			if _, err = fmt.Fprintf(out, "\nOver the last %s, by slice of %s:\n", win, sliceText(win.Slice())); err == nil {
 				err = stats.WriteSeries(out, rep, order)

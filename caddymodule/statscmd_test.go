@@ -86,6 +86,7 @@ func splitTraffic(a, b, all *stats.Store) {
 		smp.Set(stats.Duration, 2*base+float64(i%7)/3)
 		smp.Set(stats.OutputTokens, float64(100+i%50))
 		smp.Error, smp.Estimated = i%23 == 0, i%11 == 0
+		smp.Inflight = int64(1 + i%9)
 		for _, s := range []*stats.Store{[]*stats.Store{a, b}[i%2], all} {
 			k := k
 			s.Record(&k, &smp, now)
@@ -113,6 +114,7 @@ func TestStatsMergesInstances(t *testing.T) {
 		{"table, 1h, by ttft p95", []string{"--window", "1h", "--sort", "ttft_p95"}},
 		{"json with series, 1m", []string{"--json", "--series", "--window", "1m"}},
 		{"table with series, 24h", []string{"--series", "--window", "24h"}},
+		{"table by in-flight level", []string{"--by-inflight"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +148,9 @@ func TestStatsMergesInstances(t *testing.T) {
 			}
 			if merged != single {
 				t.Errorf("merged table differs from the single instance's:\n%s\n%s", merged, single)
+			}
+			if slices.Contains(tt.args, "--by-inflight") && (!strings.Contains(single, "By requests in flight, over the last half to whole 5m:") || !strings.Contains(single, " 2-3 ")) {
+				t.Errorf("--by-inflight: want the in-flight table:\n%s", single)
 			}
 			if slices.Contains(tt.args, "--series") && (!strings.Contains(single, "Over the last 24h, by slice of 1h:") || strings.Count(single, "\nopenai") != 6+6*24) {
 				t.Errorf("--series: want the table's 6 rows and 24 slices of each:\n%s", single)
@@ -293,7 +298,7 @@ func TestStatsCommandRegistered(t *testing.T) {
 	}
 	cmd := &cobra.Command{Use: "stats"}
 	c.CobraFunc(cmd)
-	for flag, def := range map[string]string{"address": "localhost:2019", "window": "5m", "sort": "ttft_p50", "json": "false", "from": "[]", "series": "false"} {
+	for flag, def := range map[string]string{"address": "localhost:2019", "window": "5m", "sort": "ttft_p50", "json": "false", "from": "[]", "series": "false", "by-inflight": "false"} {
 		f := cmd.Flags().Lookup(flag)
 		if f == nil || f.DefValue != def {
 			t.Errorf("flag --%s: %+v, want default %q", flag, f, def)

@@ -42,8 +42,10 @@ type Result struct {
 	// capped, sorted by name.
 	Labels []Label
 	// Inflight is how many requests to the same upstream and model were
-	// in flight when this one's response began.
-	Inflight int64
+	// in flight when this one's response began; InflightKnown is false
+	// when no response began, and Inflight says nothing.
+	Inflight      int64
+	InflightKnown bool
 	// Overhead is the time the proxy spent measuring this exchange on
 	// the request's goroutine.
 	Overhead time.Duration

@@ -28,5 +28,9 @@ func (s Stats) Record(r *Result) {
 		sample.Set(stats.Cost, r.Cost)
 	}
 	sample.SLOJudged, sample.SLOMet = r.SLO != slo.NotJudged, r.SLO == slo.Met
+	if r.InflightKnown {
+		// The level counts the request itself.
+		sample.Inflight = r.Inflight + 1
+	}
 	s.Store.Record(&key, &sample, r.End)
 }

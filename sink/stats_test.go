@@ -94,3 +94,25 @@ func TestStatsSinkCost(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsSinkInflight: a result whose response began is filed under its
+// in-flight level, itself counted; one without is in no bucket.
+func TestStatsSinkInflight(t *testing.T) {
+	store := stats.NewStore(stats.Options{})
+	s := Stats{Store: store}
+	now := time.Now()
+	for _, r := range []*Result{
+		{Inflight: 0, InflightKnown: true}, // alone: level 1
+		{Inflight: 2, InflightKnown: true}, // two ahead: level 3
+		{Inflight: 0},                      // no response began
+	} {
+		r.M = &meter.Measurement{Request: meter.Request{Model: "m"}, FirstToken: 100 * time.Millisecond, End: time.Second}
+		r.End, r.Provider = now, "openai"
+		s.Record(r)
+	}
+	rep := store.Aggregate(stats.Window1m, now).Report(now)
+	got := rep.Rows[0].ByInflight
+	if len(got) != 2 || got[0].InflightMin != 1 || got[0].Requests != 1 || got[1].InflightMin != 2 || got[1].Requests != 1 {
+		t.Errorf("by_inflight %+v, want one request at 1 and one at 2-3", got)
+	}
+}

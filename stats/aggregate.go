@@ -28,6 +28,8 @@ type AggregateRow struct {
 	// Series is the row's slices, oldest first, when the aggregate was
 	// asked for them (Store.Series); nil otherwise.
 	Series []SeriesSlice
+	// inflight is the row's in-flight view, by bucket.
+	inflight [numInflightBuckets]inflightAgg
 }
 
 func newAggregate(w Window) *Aggregate {
@@ -47,6 +49,10 @@ func (a *Aggregate) add(r *AggregateRow) {
 	}
 	have.Counts.add(r.Counts)
 	mergeSketches(&have.sketches, &r.sketches)
+	for b := range r.inflight {
+		have.inflight[b].requests += r.inflight[b].requests
+		mergeInflightSketches(&have.inflight[b].sketches, &r.inflight[b].sketches)
+	}
 	if r.Series != nil {
 		have.Series = mergeSeries(have.Series, r.Series)
 	}
@@ -67,6 +73,10 @@ func (a *Aggregate) Merge(b *Aggregate) error {
 		}
 		for i := range r.Series {
 			c.Series = append(c.Series, copySlice(&r.Series[i]))
+		}
+		for b := range r.inflight {
+			c.inflight[b].requests = r.inflight[b].requests
+			mergeInflightSketches(&c.inflight[b].sketches, &r.inflight[b].sketches)
 		}
 		a.add(c)
 	}

@@ -33,11 +33,11 @@ func TestRecordAllocationFree(t *testing.T) {
 			s := newTestStore(tt.maxRows)
 			record(s, key("p", "first"), full(1), 0)
 			smp := full(0.5)
-			smp.Estimated = true
+			smp.Estimated, smp.Inflight = true, 5
 			k := tt.key
-			// Warm up: a little over an hour of requests uses every slice.
+			// Warm up: a little over a day of requests uses every slice.
 			var d time.Duration
-			for ; d < 66*time.Minute; d += 5 * time.Second {
+			for ; d < 24*time.Hour+6*time.Minute; d += 5 * time.Second {
 				s.Record(&k, &smp, at(d))
 			}
 			allocs := testing.AllocsPerRun(1000, func() {

@@ -7,16 +7,22 @@ const (
 	// sliceSketchBytes: the bins (MaxBins float64s, allocated once at full
 	// size), the DDSketch (64) and its two collapsing stores (80 each).
 	sliceSketchBytes = MaxBins*8 + 64 + 2*80
+	// inflightSketchBytes: an in-flight sketch, likewise with its
+	// inflightBins bins.
+	inflightSketchBytes = inflightBins*8 + 64 + 2*80
 	// sliceBytes: a slice's epoch, counts and sketch pointers.
 	sliceBytes = 8 + 8*8 + 8*NumMetrics
-	// rowBytes: the row itself, its map entry and its longest key
-	// (MaxLabels labels, every string cut at MaxKeyString).
-	rowBytes = 192 + 64 + (2+2*MaxLabels)*MaxKeyString + MaxLabels*32
+	// rowBytes: the row itself (its in-flight halves inline), its map
+	// entry and its longest key (MaxLabels labels, every string cut at
+	// MaxKeyString).
+	rowBytes = 1792 + 64 + (2+2*MaxLabels)*MaxKeyString + MaxLabels*32
+	// inflightBytes: every in-flight sketch of every half of every window.
+	inflightBytes = numWindows * inflightHalves * numInflightBuckets * numInflightMetrics * inflightSketchBytes
 )
 
 // RowBound is the most memory one row holds: every slice of every window
-// with every metric's sketch, and the longest key.
-var RowBound = int64(totalSlices*(sliceBytes+NumMetrics*sliceSketchBytes) + rowBytes)
+// with every metric's sketch, every in-flight sketch, and the longest key.
+var RowBound = int64(totalSlices*(sliceBytes+NumMetrics*sliceSketchBytes) + inflightBytes + rowBytes)
 
 // MemoryBound is the most memory a Store with maxRows rows (0: the default)
 // holds, whatever the traffic: maxRows rows and the overflow row, each at

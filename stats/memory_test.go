@@ -94,6 +94,29 @@ func TestMemoryBound(t *testing.T) {
 				}
 			}
 		}
+		// Then every in-flight bucket in both halves of every window's
+		// in-flight ring, for every row and the overflow row.
+		last := times[len(times)-1]
+		for j := 0; j <= DefaultMaxRows; j++ {
+			for w := range numWindows {
+				for _, d := range []time.Duration{last, last - time.Duration(inflightHalf(Window(w)))} {
+					for b := range numInflightBuckets {
+						var smp Sample
+						for m := range NumMetrics {
+							smp.Set(Metric(m), 1+float64((b*31+j)%200))
+						}
+						smp.Inflight = int64(1) << b
+						s.Record(&ks[j], &smp, at(d))
+						if inHour(d) {
+							wantTotal++
+							if j >= DefaultMaxRows {
+								wantOverflow++
+							}
+						}
+					}
+				}
+			}
+		}
 		used := heapInUse() - before
 		t.Logf("round %d: %d rows, heap held %.1f MiB, bound %.1f MiB (%.0f%%)",
 			round, s.Rows(), float64(used)/(1<<20), float64(bound)/(1<<20), 100*float64(used)/float64(bound))

@@ -40,6 +40,7 @@ func traffic(n int, seed uint64) (keys []Key, samples []Sample, times []time.Dur
 		case 4, 5:
 			s.SLOJudged, s.SLOMet = true, true
 		}
+		s.Inflight = int64(rnd.IntN(100))
 		keys, samples = append(keys, k), append(samples, s)
 		times = append(times, time.Duration(rnd.IntN(50))*time.Second)
 	}

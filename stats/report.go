@@ -83,9 +83,54 @@ type ReportRow struct {
 	// Metrics are the distributions, one per metric, always all present.
 	Metrics ReportMetrics `json:"metrics"`
 
+	// ByInflight is the row's time to first token and output tokens/s by
+	// in-flight level, buckets without a request left out, over the last
+	// half to whole window (inflight.go).
+	ByInflight []InflightPoint `json:"by_inflight,omitempty"`
+
 	// Series is the row's time slices, oldest first, when asked for
 	// (series=true): every slice of the window, empty ones included.
 	Series []SeriesPoint `json:"series,omitempty"`
+}
+
+// InflightPoint is one in-flight bucket of a row.
+type InflightPoint struct {
+	// InflightMin and InflightMax are the bucket's levels, both
+	// included; InflightMax is absent for the last, open-ended bucket.
+	InflightMin int64 `json:"inflight_min"`
+	InflightMax int64 `json:"inflight_max,omitempty"`
+	// Requests counts the bucket's requests.
+	Requests int64 `json:"requests"`
+	// Metrics are the bucket's distributions, within InflightAccuracy.
+	Metrics InflightMetrics `json:"metrics"`
+}
+
+// InflightMetrics are the metrics kept by in-flight level.
+type InflightMetrics struct {
+	TimeToFirstToken      Summary `json:"time_to_first_token"`
+	OutputTokensPerSecond Summary `json:"output_tokens_per_second"`
+}
+
+// inflightPoints renders a row's in-flight view.
+func inflightPoints(r *AggregateRow) []InflightPoint {
+	var out []InflightPoint
+	for b := range r.inflight {
+		agg := &r.inflight[b]
+		if agg.requests == 0 {
+			continue
+		}
+		p := InflightPoint{Requests: agg.requests}
+		p.InflightMin, p.InflightMax = InflightRange(b)
+		for i, m := range inflightMetrics {
+			into := &p.Metrics.TimeToFirstToken
+			if m == OutputTokensPerSecond {
+				into = &p.Metrics.OutputTokensPerSecond
+			}
+			summarizeOne(into, m, agg.sketches[i])
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // SeriesPoint is one time slice of a row, with the metrics of its
@@ -244,6 +289,7 @@ func (a *Aggregate) Report(at time.Time) *Report {
 			SLO:            sloSummary(&r.Counts, a.window.Duration().Seconds()),
 		}
 		summarize(&rr.Metrics, &r.sketches)
+		rr.ByInflight = inflightPoints(r)
 		for i := range r.Series {
 			sl := &r.Series[i]
 			p := SeriesPoint{
@@ -263,16 +309,20 @@ func (a *Aggregate) Report(at time.Time) *Report {
 // summarize fills each metric's Summary from its sketch.
 func summarize(into *ReportMetrics, sks *[NumMetrics]*ddsketch.DDSketch) {
 	for m := Metric(0); int(m) < NumMetrics; m++ {
-		s := into.Get(m)
-		s.Unit, s.Count = m.Unit(), sketchCount(sks[m])
-		if s.Count == 0 {
-			continue
-		}
-		s.Quantiles = map[string]float64{}
-		for _, q := range m.Quantiles() {
-			if v, err := sks[m].GetValueAtQuantile(q); err == nil {
-				s.Quantiles[QuantileName(q)] = round(v)
-			}
+		summarizeOne(into.Get(m), m, sks[m])
+	}
+}
+
+// summarizeOne fills metric m's Summary from its sketch sk (nil: none).
+func summarizeOne(s *Summary, m Metric, sk *ddsketch.DDSketch) {
+	s.Unit, s.Count = m.Unit(), sketchCount(sk)
+	if s.Count == 0 {
+		return
+	}
+	s.Quantiles = map[string]float64{}
+	for _, q := range m.Quantiles() {
+		if v, err := sk.GetValueAtQuantile(q); err == nil {
+			s.Quantiles[QuantileName(q)] = round(v)
 		}
 	}
 }

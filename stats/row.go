@@ -79,6 +79,8 @@ type row struct {
 	last int64
 	// rings holds each window's slices, all in one allocation.
 	rings [numWindows][]slice
+	// inflight holds each window's in-flight halves (inflight.go).
+	inflight [numWindows][inflightHalves]inflightSlice
 	// next chains rows whose keys hash alike.
 	next *row
 }
@@ -91,6 +93,9 @@ func newRow(key Key, overflow bool) *row {
 	}
 	for w := range windows {
 		r.rings[w], all = all[:windows[w].count:windows[w].count], all[windows[w].count:]
+		for i := range r.inflight[w] {
+			r.inflight[w][i].epoch = noEpoch
+		}
 	}
 	return r
 }
@@ -121,6 +126,7 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 	if t > r.last {
 		r.last = t
 	}
+	r.recordInflight(s, t, &ok)
 	for w := range r.rings {
 		info := &windows[w]
 		e := floorDiv(t, int64(info.slice))
@@ -191,6 +197,9 @@ func (r *row) reuse(key Key) {
 	for w := range r.rings {
 		for i := range r.rings[w] {
 			r.rings[w][i].reset(noEpoch)
+		}
+		for i := range r.inflight[w] {
+			r.inflight[w][i].reset(noEpoch)
 		}
 	}
 }

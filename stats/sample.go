@@ -25,6 +25,11 @@ type Sample struct {
 	// it met it; a met request's output tokens count toward the row's
 	// token goodput.
 	SLOJudged, SLOMet bool
+	// Inflight is the request's in-flight level: requests to the same
+	// upstream and model in flight when its response began, itself
+	// included; 0 when unknown (no response began), which the in-flight
+	// view leaves out.
+	Inflight int64
 }
 
 // Set records that metric m was observed with value v.

@@ -92,6 +92,24 @@ func encodeSketch(s *ddsketch.DDSketch) (string, error) {
 // holds only what valid values produce, so that a hostile or corrupt
 // snapshot cannot make the reader allocate without bound.
 func decodeSketch(s string) (*ddsketch.DDSketch, error) {
+	return decodeSketchOf(s, &sliceSketches)
+}
+
+// sketchKind is what a decoded sketch must match: its mapping, the bin
+// indexes valid values map to under it, and the view sketch to read it
+// into.
+type sketchKind struct {
+	mapping            *mapping.LogarithmicMapping
+	minIndex, maxIndex int
+	view               func() *ddsketch.DDSketch
+}
+
+var (
+	sliceSketches    = sketchKind{indexMapping, minIndex, maxIndex, newViewSketch}
+	inflightSketches = sketchKind{inflightMapping, inflightMapping.Index(minValue), inflightMapping.Index(maxValue), newInflightViewSketch}
+)
+
+func decodeSketchOf(s string, kind *sketchKind) (*ddsketch.DDSketch, error) {
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("not base64: %v", err)
@@ -104,19 +122,19 @@ func decodeSketch(s string) (*ddsketch.DDSketch, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !indexMapping.Equals(m) {
-		return nil, fmt.Errorf("relative accuracy %g, want %g: the instances run different tokentap versions", m.RelativeAccuracy(), RelativeAccuracy)
+	if !kind.mapping.Equals(m) {
+		return nil, fmt.Errorf("relative accuracy %.3g, want %.3g: the instances run different tokentap versions", m.RelativeAccuracy(), kind.mapping.RelativeAccuracy())
 	}
 	if !validCount(pb.ZeroCount) {
 		return nil, fmt.Errorf("bad zero count %v", pb.ZeroCount)
 	}
-	if err := checkStore(pb.NegativeValues, true); err != nil {
+	if err := checkStore(pb.NegativeValues, true, kind); err != nil {
 		return nil, err
 	}
-	if err := checkStore(pb.PositiveValues, false); err != nil {
+	if err := checkStore(pb.PositiveValues, false, kind); err != nil {
 		return nil, err
 	}
-	sk := newViewSketch()
+	sk := kind.view()
 	if pb.PositiveValues != nil {
 		store.MergeWithProto(sk.GetPositiveValueStore(), pb.PositiveValues)
 	}
@@ -132,7 +150,8 @@ func validCount(c float64) bool { return c >= 0 && !math.IsInf(c, 0) && !math.Is
 
 // checkStore checks a protobuf store's bins: indexes that valid values map
 // to, finite non-negative counts, and none at all for negative values.
-func checkStore(s *sketchpb.Store, negative bool) error {
+func checkStore(s *sketchpb.Store, negative bool, kind *sketchKind) error {
+	minIndex, maxIndex := kind.minIndex, kind.maxIndex
 	if s == nil {
 		return nil
 	}

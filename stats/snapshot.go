@@ -41,6 +41,10 @@ type SnapshotRow struct {
 	// observed are absent.
 	Sketches map[string]string `json:"sketches"`
 
+	// ByInflight is the row's in-flight view: per bucket with a request,
+	// its lowest level, requests and sketches (of InflightAccuracy).
+	ByInflight []SnapshotInflight `json:"by_inflight,omitempty"`
+
 	// Series is the row's time slices, oldest first, every slice of the
 	// window, when the snapshot was asked for with series.
 	Series []SnapshotSlice `json:"series,omitempty"`
@@ -53,6 +57,13 @@ type SnapshotSlice struct {
 	Seconds int       `json:"seconds"`
 	SnapshotCounts
 	Sketches map[string]string `json:"sketches"`
+}
+
+// SnapshotInflight is one in-flight bucket of a row.
+type SnapshotInflight struct {
+	InflightMin int64             `json:"inflight_min"`
+	Requests    int64             `json:"requests"`
+	Sketches    map[string]string `json:"sketches"`
 }
 
 // SnapshotCounts are a row's or a slice's counts.
@@ -141,6 +152,22 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 		if sr.Sketches, err = encodeSketches(&r.sketches); err != nil {
 			return nil, fmt.Errorf("%s/%s: %v", r.Key.Provider, r.Key.Model, err)
 		}
+		for b := range r.inflight {
+			agg := &r.inflight[b]
+			if agg.requests == 0 {
+				continue
+			}
+			si := SnapshotInflight{Requests: agg.requests, Sketches: map[string]string{}}
+			si.InflightMin, _ = InflightRange(b)
+			for i, m := range inflightMetrics {
+				if sk := agg.sketches[i]; sk != nil && !sk.IsEmpty() {
+					if si.Sketches[m.String()], err = encodeSketch(sk); err != nil {
+						return nil, fmt.Errorf("%s/%s, in-flight %s: %v", r.Key.Provider, r.Key.Model, m, err)
+					}
+				}
+			}
+			sr.ByInflight = append(sr.ByInflight, si)
+		}
 		for i := range r.Series {
 			sl := &r.Series[i]
 			ss := SnapshotSlice{Start: sl.Start.UTC(), Seconds: int(a.window.Slice() / time.Second), SnapshotCounts: snapshotCounts(&sl.Counts)}
@@ -205,6 +232,9 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 		if err := decodeSketches(sr.Sketches, &r.sketches); err != nil {
 			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
 		}
+		if err := readInflight(sr.ByInflight, r); err != nil {
+			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
+		}
 		if len(sr.Series) > 0 {
 			if r.Series, err = s.series(sr, w); err != nil {
 				return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
@@ -239,4 +269,39 @@ func (s *Snapshot) series(sr *SnapshotRow, w Window) ([]SeriesSlice, error) {
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Start.Before(out[b].Start) })
 	return out, nil
+}
+
+// readInflight reads a row's in-flight buckets back into r, each checked:
+// a known bucket's lowest level, at most once, a non-negative count and
+// sketches of the in-flight kind.
+func readInflight(in []SnapshotInflight, r *AggregateRow) error {
+	var seen [numInflightBuckets]bool
+	for _, si := range in {
+		b := -1
+		for c := range numInflightBuckets {
+			if lo, _ := InflightRange(c); lo == si.InflightMin {
+				b = c
+			}
+		}
+		if b < 0 || seen[b] {
+			return fmt.Errorf("in-flight bucket %d: not a bucket's lowest level, or given twice", si.InflightMin)
+		}
+		seen[b] = true
+		if si.Requests < 0 {
+			return fmt.Errorf("in-flight bucket %d: negative count", si.InflightMin)
+		}
+		r.inflight[b].requests = si.Requests
+		for i, m := range inflightMetrics {
+			enc, ok := si.Sketches[m.String()]
+			if !ok {
+				continue
+			}
+			sk, err := decodeSketchOf(enc, &inflightSketches)
+			if err != nil {
+				return fmt.Errorf("in-flight bucket %d, %s: %v", si.InflightMin, m, err)
+			}
+			r.inflight[b].sketches[i] = sk
+		}
+	}
+	return nil
 }

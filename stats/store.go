@@ -202,6 +202,7 @@ func (s *Store) aggregate(w Window, now time.Time, series bool) *Aggregate {
 		r.mu.Lock()
 		ar.Key, ar.Overflow = r.key, r.overflow
 		r.view(w, t, &ar)
+		r.viewInflight(w, t, &ar)
 		if series && ar.Counts.Requests > 0 {
 			r.viewSeries(w, t, s.origin, &ar)
 		}

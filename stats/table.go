@@ -292,6 +292,81 @@ func formatSeconds(v float64) string {
 	}
 }
 
+// InflightText writes an in-flight bucket as "1", "2-3" or "64+".
+func InflightText(lo, hi int64) string {
+	switch {
+	case hi == 0:
+		return fmt.Sprintf("%d+", lo)
+	case hi == lo:
+		return fmt.Sprint(lo)
+	default:
+		return fmt.Sprintf("%d-%d", lo, hi)
+	}
+}
+
+// WriteInflight prints each row's in-flight buckets under the table: how
+// its speed changes as its concurrency rises.
+func WriteInflight(out io.Writer, rep *Report, o TableOrder) error {
+	rows := append([]ReportRow(nil), rep.Rows...)
+	sortRows(rows, o)
+	cell := func(s *Summary, m Metric, q string) string {
+		v, ok := s.Quantiles[q]
+		if !ok {
+			return "-"
+		}
+		if m == OutputTokensPerSecond {
+			return fmt.Sprintf("%.1f", v)
+		}
+		return formatSeconds(v)
+	}
+	lines := [][]string{{"PROVIDER", "MODEL", "LABELS", "INFLIGHT", "REQUESTS", "TTFT_P50", "TTFT_P95", "TPS_P50", "TPS_P95"}}
+	for i := range rows {
+		r := &rows[i]
+		for j := range r.ByInflight {
+			p := &r.ByInflight[j]
+			lines = append(lines, []string{r.Provider, r.Model, orDash(labelsText(r)), InflightText(p.InflightMin, p.InflightMax), fmt.Sprint(p.Requests),
+				cell(&p.Metrics.TimeToFirstToken, TimeToFirstToken, "p50"), cell(&p.Metrics.TimeToFirstToken, TimeToFirstToken, "p95"),
+				cell(&p.Metrics.OutputTokensPerSecond, OutputTokensPerSecond, "p50"), cell(&p.Metrics.OutputTokensPerSecond, OutputTokensPerSecond, "p95")})
+		}
+	}
+	return writeAligned(out, lines, 4)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// writeAligned prints lines as columns, the first textCols left-aligned
+// and the rest right-aligned.
+func writeAligned(out io.Writer, lines [][]string, textCols int) error {
+	widths := make([]int, len(lines[0]))
+	for _, line := range lines {
+		for i, c := range line {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, line := range lines {
+		for i, c := range line {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if i < textCols {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(out, strings.TrimRight(b.String(), " \n")+"\n")
+	return err
+}
+
 // WriteSeries prints each row's series under the table: one line per time
 // slice, oldest first, with the slice's requests, errors and the
 // quantiles that show a model speeding up or slowing down.
@@ -311,39 +386,13 @@ func WriteSeries(out io.Writer, rep *Report, o TableOrder) error {
 	cells := [][]string{{"PROVIDER", "MODEL", "LABELS", "START", "REQUESTS", "ERRORS", "TTFT_P50", "TTFT_P95", "TPS_P50", "TPS_P95"}}
 	for i := range rows {
 		r := &rows[i]
-		labels := labelsText(r)
-		if labels == "" {
-			labels = "-"
-		}
 		for j := range r.Series {
 			p := &r.Series[j]
-			cells = append(cells, []string{r.Provider, r.Model, labels, p.Start.UTC().Format("2006-01-02T15:04:05Z"),
+			cells = append(cells, []string{r.Provider, r.Model, orDash(labelsText(r)), p.Start.UTC().Format("2006-01-02T15:04:05Z"),
 				fmt.Sprint(p.Requests), fmt.Sprint(p.Errors),
 				metricCell(p, TimeToFirstToken, "p50"), metricCell(p, TimeToFirstToken, "p95"),
 				metricCell(p, OutputTokensPerSecond, "p50"), metricCell(p, OutputTokensPerSecond, "p95")})
 		}
 	}
-	widths := make([]int, len(cells[0]))
-	for _, line := range cells {
-		for i, c := range line {
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
-	}
-	var b strings.Builder
-	for _, line := range cells {
-		for i, c := range line {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if i > 0 {
-				b.WriteString("  ")
-			}
-			if i < 4 {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString(pad + c)
-			}
-		}
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(out, strings.TrimRight(b.String(), " \n")+"\n")
-	return err
+	return writeAligned(out, cells, 4)
 }

@@ -36,6 +36,16 @@ type statsRow struct {
 	SLO            *statsSLO              `json:"slo,omitempty"`
 	Metrics        map[string]statsMetric `json:"metrics"`
 	Series         []statsPoint           `json:"series,omitempty"`
+	ByInflight     []statsInflight        `json:"by_inflight,omitempty"`
+}
+
+// statsInflight is one in-flight bucket of a row; InflightMax is absent
+// for the open-ended last.
+type statsInflight struct {
+	InflightMin int64                  `json:"inflight_min"`
+	InflightMax int64                  `json:"inflight_max,omitempty"`
+	Requests    int64                  `json:"requests"`
+	Metrics     map[string]statsMetric `json:"metrics"`
 }
 
 // statsPoint is one time slice of a row's series (series=true).

@@ -366,6 +366,36 @@ func TestPage(t *testing.T) {
 			api.serve(fixture)
 			b.waitFor(t, "the fixture again", `document.querySelector('#series-tps .nodata') !== null`, 10*time.Second)
 		}},
+		{"draws each model's speed by requests in flight", func(t *testing.T) {
+			loaded := withInflight(fixture)
+			api.serve(loaded)
+			b.waitFor(t, "the in-flight lines", `document.querySelectorAll('#inflight-tps g[data-quantile]').length === 4`, 10*time.Second)
+			got := eval[[]map[string]any](t, b, `[...document.querySelectorAll('#inflight-tps g[data-quantile]')].map(g => ({model: g.dataset.model, q: g.dataset.quantile, points: g.querySelectorAll('circle').length, ys: [...g.querySelectorAll('circle')].map(c => +c.getAttribute('cy'))}))`)
+			wantPoints := map[string]float64{loaded.Rows[0].Model: 3, loaded.Rows[1].Model: 2}
+			for _, g := range got {
+				if g["points"].(float64) != wantPoints[g["model"].(string)] {
+					t.Errorf("%v %v: %v points, want %v", g["model"], g["q"], g["points"], wantPoints[g["model"].(string)])
+				}
+				// Slower under load: each point lower on the chart (a larger y).
+				ys := g["ys"].([]any)
+				for i := 1; i < len(ys); i++ {
+					if ys[i].(float64) <= ys[i-1].(float64) {
+						t.Errorf("%v %v: points %v do not fall with load as the data does", g["model"], g["q"], ys)
+					}
+				}
+			}
+			axis := eval[[]string](t, b, `[...document.querySelectorAll('#inflight-tps text.axis')].map(t => t.textContent).filter(s => /^\d/.test(s) && !/tok/.test(s))`)
+			if want := []string{"0", "1", "2–3", "4–7", "64+"}; !slices.Equal(axis[len(axis)-4:], want[1:]) {
+				t.Errorf("in-flight axis %v, want the buckets %v", axis, want[1:])
+			}
+			if os.Getenv("TOKENTAP_ARTIFACTS") != "" {
+				eval[bool](t, b, `(document.getElementById('series-title').scrollIntoView(), true)`)
+				b.screenshot(t, "page-inflight.png")
+				eval[bool](t, b, `(window.scrollTo(0, 0), true)`)
+			}
+			api.serve(fixture)
+			b.waitFor(t, "the fixture again", `document.querySelector('#inflight-tps .nodata') !== null`, 10*time.Second)
+		}},
 		{"clicking a heading sorts by that column", func(t *testing.T) {
 			clicks := []struct {
 				col  string
@@ -478,4 +508,20 @@ func TestPage(t *testing.T) {
 	}
 	b.checkClean(t)
 	guard.check(t)
+}
+
+// withInflight is d with a speed by in-flight level on its first two rows,
+// falling as the level rises: three buckets on the first, two (1 and 64+)
+// on the second.
+func withInflight(d statsDoc) statsDoc {
+	c := d.clone()
+	bucket := func(lo, hi, n int64, tps, ttft float64) statsInflight {
+		return statsInflight{InflightMin: lo, InflightMax: hi, Requests: n, Metrics: map[string]statsMetric{
+			"output_tokens_per_second": {Unit: "{token}/s", Count: n, P50: &tps, P95: new(tps * 1.1)},
+			"time_to_first_token":      {Unit: "s", Count: n, P50: &ttft, P95: new(ttft * 1.3)},
+		}}
+	}
+	c.Rows[0].ByInflight = []statsInflight{bucket(1, 1, 20, 150, 0.3), bucket(2, 3, 30, 120, 0.4), bucket(4, 7, 10, 90, 0.8)}
+	c.Rows[1].ByInflight = []statsInflight{bucket(1, 1, 50, 100, 0.2), bucket(64, 0, 5, 30, 3)}
+	return c
 }

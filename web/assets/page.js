@@ -102,6 +102,12 @@
 		{ id: 'series-tps', metric: 'output_tokens_per_second', fmt: fmtRate, what: 'output tokens per second' },
 	];
 
+	// The under-load charts: p50 and p95 of each model by in-flight level.
+	const INFLIGHT_CHARTS = [
+		{ id: 'inflight-ttft', metric: 'time_to_first_token', fmt: fmtSeconds, what: 'time to first token' },
+		{ id: 'inflight-tps', metric: 'output_tokens_per_second', fmt: fmtRate, what: 'output tokens per second' },
+	];
+
 	const el = {
 		body: document.body,
 		status: document.getElementById('status'),
@@ -562,7 +568,7 @@
 			}
 			g.prepend(svgEl('path', { class: 'series ' + line.q, d, stroke: colourOf(line.r) }));
 			if (last) {
-				const label = svgEl('text', { class: 'series-label', x: right + 6, y: y(last.v) + 4 }, line.q + ' ' + name);
+				const label = svgEl('text', { class: 'series-label', x: right + 6, y: y(last.v) + 4 }, fitLabel(line.q + ' ' + name, width - right - 8));
 				labels.push({ y: y(last.v) + 4, label });
 				g.append(label);
 				summary.push(name + ' ' + line.q + ' latest ' + spec.fmt(last.v));
@@ -571,7 +577,108 @@
 			parts.push(g);
 		}
 		// Lines that end close together would print their labels over one
-		// another: keep each at least a line of text below the one above.
+		// another.
+		spreadLabels(labels);
+		svg.replaceChildren(svgEl('title', {}, spec.what + ' over time, per model: ' + summary.join('; ')), ...parts);
+	}
+
+	// inflightText writes a bucket as 1, 2–3 or 64+.
+	function inflightText(p) {
+		const lo = finite(p.inflight_min);
+		const hi = finite(p.inflight_max);
+		if (hi === null) return lo + '+';
+		return hi === lo ? String(lo) : lo + '\u2013' + hi;
+	}
+
+	// renderInflight draws each model's p50 (solid) and p95 (dashed) by
+	// in-flight bucket, the buckets evenly spaced since each doubles the
+	// last; lines are labelled at their last point, as over time.
+	function renderInflight(spec, rows) {
+		const svg = document.getElementById(spec.id);
+		if (!svg) return;
+		const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 600));
+		const height = 220;
+		const left = 64;
+		const right = width - 150;
+		const top = 8;
+		const bottom = height - 40;
+		svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+		svg.setAttribute('height', String(height));
+
+		const buckets = new Map(); // inflight_min -> label
+		let max = 0;
+		const lines = [];
+		for (const r of rows) {
+			if (!Array.isArray(r.by_inflight)) continue;
+			for (const q of ['p50', 'p95']) {
+				const pts = [];
+				for (const p of r.by_inflight) {
+					const lo = finite(p.inflight_min);
+					const m = p.metrics && p.metrics[spec.metric];
+					const v = m && m.count > 0 ? finite(m[q]) : null;
+					if (lo === null || v === null) continue;
+					buckets.set(lo, inflightText(p));
+					max = Math.max(max, v);
+					pts.push({ lo, v, n: finite(p.requests) });
+				}
+				if (pts.length) lines.push({ r, q, pts });
+			}
+		}
+		if (lines.length === 0) {
+			svg.replaceChildren(svgEl('title', {}, 'No data yet'),
+				svgEl('text', { x: 0, y: top + 16, class: 'nodata' }, 'No ' + spec.what + ' by requests in flight in this window yet.'));
+			return;
+		}
+		const order = [...buckets.keys()].sort((a, b) => a - b);
+		if (!(max > 0)) max = 1;
+		const step = niceStep(max, 4);
+		const yMax = Math.ceil(max / step) * step;
+		const slot = (right - left) / Math.max(1, order.length);
+		const x = (lo) => left + slot * (order.indexOf(lo) + 0.5);
+		const y = (v) => bottom - ((bottom - top) * clamp(v, 0, yMax)) / yMax;
+		const parts = [];
+		for (let i = 0; i * step <= yMax + step / 2; i++) {
+			const v = i * step;
+			parts.push(svgEl('line', { class: 'grid', x1: left, x2: right, y1: y(v), y2: y(v) }));
+			parts.push(svgEl('text', { class: 'axis', x: left - 6, y: y(v) + 4, 'text-anchor': 'end' }, v === 0 ? '0' : trimZeros(spec.fmt(v))));
+		}
+		for (const lo of order) {
+			parts.push(svgEl('text', { class: 'axis', x: x(lo), y: bottom + 16, 'text-anchor': 'middle' }, buckets.get(lo)));
+		}
+		parts.push(svgEl('text', { class: 'axis', x: (left + right) / 2, y: bottom + 32, 'text-anchor': 'middle' }, 'requests in flight to the model'));
+		const labels = [];
+		const summary = [];
+		for (const line of lines) {
+			const name = str(line.r.model) + (labelText(line.r.labels) ? ' (' + labelText(line.r.labels) + ')' : '');
+			const g = svgEl('g', { 'data-model': str(line.r.model), 'data-labels': labelText(line.r.labels), 'data-quantile': line.q });
+			let d = '';
+			line.pts.forEach((p, i) => {
+				d += (i ? 'L' : 'M') + x(p.lo).toFixed(1) + ' ' + y(p.v).toFixed(1);
+				g.append(svgEl('circle', { class: 'point', cx: x(p.lo), cy: y(p.v), r: 2.5, fill: colourOf(line.r) }));
+			});
+			g.prepend(svgEl('path', { class: 'series ' + line.q, d, stroke: colourOf(line.r) }));
+			const last = line.pts[line.pts.length - 1];
+			const label = svgEl('text', { class: 'series-label', x: right + 6, y: y(last.v) + 4 }, fitLabel(line.q + ' ' + name, width - right - 8));
+			labels.push({ y: y(last.v) + 4, label });
+			g.append(label);
+			g.append(svgEl('title', {}, name + ' ' + line.q + ': ' + line.pts.map((p) => buckets.get(p.lo) + ' in flight ' + spec.fmt(p.v) + ' (' + p.n + ' requests)').join(', ')));
+			summary.push(name + ' ' + line.q + ' ' + line.pts.map((p) => buckets.get(p.lo) + ': ' + spec.fmt(p.v)).join(', '));
+			parts.push(g);
+		}
+		spreadLabels(labels);
+		svg.replaceChildren(svgEl('title', {}, spec.what + ' by requests in flight, per model: ' + summary.join('; ')), ...parts);
+	}
+
+	// fitLabel cuts text to about px pixels of the 11 px label font, with
+	// an ellipsis; the full name is in the line's tooltip.
+	function fitLabel(text, px) {
+		const chars = Math.max(8, Math.floor(px / 6.2));
+		return text.length > chars ? text.slice(0, chars - 1) + '\u2026' : text;
+	}
+
+	// spreadLabels keeps line labels that would overlap at least a line
+	// of text apart.
+	function spreadLabels(labels) {
 		labels.sort((a, b) => a.y - b.y);
 		let floor = -Infinity;
 		for (const l of labels) {
@@ -579,7 +686,6 @@
 			floor = l.y;
 			l.label.setAttribute('y', l.y.toFixed(1));
 		}
-		svg.replaceChildren(svgEl('title', {}, spec.what + ' over time, per model: ' + summary.join('; ')), ...parts);
 	}
 
 	// ---- page state ----
@@ -589,6 +695,7 @@
 		renderTable(rows);
 		for (const spec of CHARTS) renderChart(spec, rows);
 		for (const spec of SERIES_CHARTS) renderSeries(spec, rows);
+		for (const spec of INFLIGHT_CHARTS) renderInflight(spec, rows);
 	}
 
 	function showMessage(kind, text) {
