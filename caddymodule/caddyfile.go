@@ -41,6 +41,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		pricing_file      <path>
 //		cost_from_estimates
 //		slo               [<model>] [ttft <duration>] [tps <tokens/s>] [duration <duration>]
+//		drift             [rate_drop <share>] [ttft_rise <share>] [evidence <nats>] [min_baseline <requests>]
 //	}
 //
 // label may be repeated, once per name; its value, and conversation_id's,
@@ -124,6 +125,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := h.unmarshalCaptureContent(d); err != nil {
 				return err
 			}
+			continue
+		}
+		if opt == "drift" {
+			c, err := unmarshalDrift(d)
+			if err != nil {
+				return err
+			}
+			h.Drift = c
 			continue
 		}
 		var arg string

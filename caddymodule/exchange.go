@@ -334,6 +334,7 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	})
 	x.safely("cost", func() { x.price(r) })
 	x.safely("slo", func() { x.judge(r) })
+	r.Drift = x.h.drift
 	x.safely("content", func() { r.Content = x.content(m) })
 	x.overhead += time.Since(end)
 	r.Inflight, r.InflightKnown, r.Overhead = x.inflightAhead, x.inflight != nil, x.overhead

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/cost"
+	"github.com/tokentap/tokentap/drift"
 	"github.com/tokentap/tokentap/meter"
 	"github.com/tokentap/tokentap/slo"
 )
@@ -149,9 +150,15 @@ type Handler struct {
 	// span (tokentap.slo.met), in the tokentap.slo.* counters and in the
 	// live stats' attainment and token goodput. Default: none.
 	SLOs []ModelSLO `json:"slos,omitempty"`
+	// Drift sets the thresholds of the slowdown detector of the live
+	// stats rows this handler creates: each row's health (ok, slow,
+	// insufficient_data) against its own earlier requests. Default: the
+	// detector's defaults (docs/drift.md).
+	Drift *DriftConfig `json:"drift,omitempty"`
 
 	prices     *cost.Table
 	slos       *slo.Table
+	drift      *drift.Config
 	unpriced   *unpricedLog
 	dialect    *meter.DialectInfo
 	capture    bool
@@ -202,6 +209,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := h.provisionCapture(); err != nil {
+		return err
+	}
+	if err := h.provisionDrift(); err != nil {
 		return err
 	}
 	if err := h.provisionSLO(); err != nil {

@@ -13,7 +13,7 @@ import (
 func (x *exchange) record(r *sink.Result) {
 	for i := range x.h.sinks {
 		s := &x.h.sinks[i]
-		if !x.safely(s.name, func() { s.Record(r) }) && i == 0 {
+		if !x.safely(s.name, func() { s.Record(r) }) && s.name == "span" {
 			trace.SpanFromContext(r.Ctx).End(trace.WithTimestamp(r.End))
 		}
 	}

@@ -33,16 +33,17 @@ func (h *Handler) provisionTelemetry(ctx caddy.Context) error {
 	h.tracer = otelexport.Tracer(tp)
 	h.propagator = otelexport.Propagator()
 
-	// In this order: the span first, so that it ends at the measured end
-	// whatever a later sink does.
-	h.sinks = append(h.sinks[:0], namedSink{"span", otelexport.Spans{Langfuse: h.Langfuse}})
+	// In this order: the live stats first, so that the span can mark a
+	// request measured while its row was slow (sink.Result.RowSlow); the
+	// span ends at the measured end whatever any sink does (record.go).
+	h.sinks = append(h.sinks[:0],
+		namedSink{"stats", sink.Stats{Store: liveStats}},
+		namedSink{"span", otelexport.Spans{Langfuse: h.Langfuse}})
 	if p.Instruments.Enabled() {
 		h.sinks = append(h.sinks, namedSink{"metrics", p.Instruments})
+		healthInstruments.Store(p.Instruments)
 	}
-	h.sinks = append(h.sinks,
-		namedSink{"stats", sink.Stats{Store: liveStats}},
-		namedSink{"access log", accessLog{}},
-	)
+	h.sinks = append(h.sinks, namedSink{"access log", accessLog{}})
 	return nil
 }
 

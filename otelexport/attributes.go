@@ -30,6 +30,7 @@ const (
 	attrOverhead                = attribute.Key("tokentap.overhead")
 	attrCostUSD                 = attribute.Key("tokentap.cost.usd")
 	attrSLOMet                  = attribute.Key("tokentap.slo.met")
+	attrHealthState             = attribute.Key("tokentap.health.state")
 	// attrLangfuseCompletionStart is Langfuse's own, not tokentap's:
 	// Spans.Langfuse.
 	attrLangfuseCompletionStart = attribute.Key("langfuse.observation.completion_start_time")

@@ -81,6 +81,7 @@ type Instruments struct {
 	unpriced              metric.Int64Counter
 	sloRequests           metric.Int64Counter
 	sloGoodput            metric.Int64Counter
+	healthTransitions     metric.Int64Counter
 }
 
 // newMetricInstruments creates the instruments. The genaiconv constructors
@@ -136,6 +137,7 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*Instruments, 
 		metric.WithUnit("{token}"),
 		metric.WithDescription("Output tokens of the exchanges that met their objective (slo): its rate is the token goodput."))
 	collect(err)
+	collect(newHealthInstruments(m, ins))
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("creating the metric instruments: %v", errs)
 	}

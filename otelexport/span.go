@@ -77,6 +77,11 @@ func (s Spans) Record(r *sink.Result) {
 	if isFailure(m) {
 		span.SetStatus(spanErrorStatus(m))
 	}
+	if r.RowSlow {
+		// Marks the request measured during its row's slowdown, so a
+		// trace search finds the incident's requests.
+		span.AddEvent(eventRowSlow, trace.WithTimestamp(r.End))
+	}
 	span.End(trace.WithTimestamp(r.End))
 }
 

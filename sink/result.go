@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/capture"
+	"github.com/tokentap/tokentap/drift"
 	"github.com/tokentap/tokentap/meter"
 	"github.com/tokentap/tokentap/slo"
 )
@@ -58,6 +59,13 @@ type Result struct {
 	// SLO is the verdict of the objective configured for the model
 	// (slo.NotJudged when none is).
 	SLO slo.Verdict
+	// RowSlow is set by the stats sink, which records first, when the
+	// result's row was slow (package drift) once this result was counted:
+	// the span marks a request measured during a slowdown.
+	RowSlow bool
+	// Drift is the slowdown detector's configuration for a stats row
+	// this result creates (nil: the defaults).
+	Drift *drift.Config
 	// Content is the captured prompt and completion, when content capture
 	// is on for this exchange and its span is recorded; zero otherwise.
 	Content Content

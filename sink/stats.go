@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"github.com/tokentap/tokentap/drift"
 	"github.com/tokentap/tokentap/slo"
 	"github.com/tokentap/tokentap/stats"
 )
@@ -15,7 +16,7 @@ type Stats struct {
 	Store *stats.Store
 }
 
-// Record adds r to its row.
+// Record adds r to its row, and sets r.RowSlow from the row's health.
 func (s Stats) Record(r *Result) {
 	var inline [maxInlineLabels]stats.Label
 	labels := inline[:0]
@@ -32,5 +33,6 @@ func (s Stats) Record(r *Result) {
 		// The level counts the request itself.
 		sample.Inflight = r.Inflight + 1
 	}
-	s.Store.Record(&key, &sample, r.End)
+	sample.Drift = r.Drift
+	r.RowSlow = s.Store.Record(&key, &sample, r.End) == drift.Slow
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"github.com/DataDog/sketches-go/ddsketch"
+
+	"github.com/tokentap/tokentap/drift"
 )
 
 // Aggregate is one window's state: per row, the counts and one sketch per
@@ -30,6 +32,10 @@ type AggregateRow struct {
 	Series []SeriesSlice
 	// inflight is the row's in-flight view, by bucket.
 	inflight [numInflightBuckets]inflightAgg
+	// Health is the row's health now (not the window's), when HasHealth:
+	// every row but the overflow row has one.
+	Health    drift.Health
+	HasHealth bool
 }
 
 func newAggregate(w Window) *Aggregate {
@@ -49,6 +55,7 @@ func (a *Aggregate) add(r *AggregateRow) {
 	}
 	have.Counts.add(r.Counts)
 	mergeSketches(&have.sketches, &r.sketches)
+	mergeHealth(have, r)
 	for b := range r.inflight {
 		have.inflight[b].requests += r.inflight[b].requests
 		mergeInflightSketches(&have.inflight[b].sketches, &r.inflight[b].sketches)
@@ -65,7 +72,7 @@ func (a *Aggregate) Merge(b *Aggregate) error {
 		return fmt.Errorf("cannot merge window %s into window %s", b.window, a.window)
 	}
 	for _, r := range b.sortedRows() {
-		c := &AggregateRow{Key: r.Key, Overflow: r.Overflow, Counts: r.Counts}
+		c := &AggregateRow{Key: r.Key, Overflow: r.Overflow, Counts: r.Counts, Health: r.Health, HasHealth: r.HasHealth}
 		for m, sk := range r.sketches {
 			if sk != nil {
 				c.sketches[m] = sk.Copy()
@@ -121,4 +128,27 @@ func (r *AggregateRow) Quantile(m Metric, q float64) (v float64, ok bool) {
 	}
 	v, err := sk.GetValueAtQuantile(q)
 	return v, err == nil
+}
+
+// mergeHealth merges the health of the same row on another instance into
+// have: the worse state wins (slow over ok over insufficient_data), so a
+// model slow behind one instance of a fleet shows slow; between two equal
+// states, the earlier since.
+func mergeHealth(have, r *AggregateRow) {
+	switch {
+	case !r.HasHealth:
+	case !have.HasHealth, healthRank(r.Health.State) > healthRank(have.Health.State),
+		r.Health.State == have.Health.State && r.Health.Since.Before(have.Health.Since):
+		have.Health, have.HasHealth = r.Health, true
+	}
+}
+
+func healthRank(s drift.State) int {
+	switch s {
+	case drift.Slow:
+		return 2
+	case drift.OK:
+		return 1
+	}
+	return 0
 }

@@ -79,6 +79,9 @@ type ReportRow struct {
 	// SLO is the row's attainment of its objective; absent when no
 	// objective judged a request of the row in the window.
 	SLO *SLOSummary `json:"slo,omitempty"`
+	// Health is whether the row has slowed down compared with its own
+	// earlier requests, now; absent on the overflow row.
+	Health *HealthReport `json:"health,omitempty"`
 
 	// Metrics are the distributions, one per metric, always all present.
 	Metrics ReportMetrics `json:"metrics"`
@@ -290,6 +293,9 @@ func (a *Aggregate) Report(at time.Time) *Report {
 		}
 		summarize(&rr.Metrics, &r.sketches)
 		rr.ByInflight = inflightPoints(r)
+		if r.HasHealth {
+			rr.Health = healthReport(&r.Health)
+		}
 		for i := range r.Series {
 			sl := &r.Series[i]
 			p := SeriesPoint{

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/DataDog/sketches-go/ddsketch"
+
+	"github.com/tokentap/tokentap/drift"
 )
 
 // Counts are a row's request counters in a slice or a window.
@@ -81,6 +83,9 @@ type row struct {
 	rings [numWindows][]slice
 	// inflight holds each window's in-flight halves (inflight.go).
 	inflight [numWindows][inflightHalves]inflightSlice
+	// health watches the row for a slowdown against its own earlier
+	// requests (package drift).
+	health drift.Detector
 	// next chains rows whose keys hash alike.
 	next *row
 }
@@ -187,6 +192,15 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 func (r *row) idle(now int64) bool {
 	w := &windows[Window1h]
 	return floorDiv(now, int64(w.slice))-floorDiv(r.last, int64(w.slice)) >= int64(w.count)
+}
+
+// initHealth starts the row's detector afresh with cfg (nil: the
+// defaults). A cfg that does not validate, which provisioning prevents,
+// leaves the defaults.
+func (r *row) initHealth(cfg *drift.Config) {
+	if cfg == nil || r.health.Init(*cfg) != nil {
+		r.health = drift.Detector{}
+	}
 }
 
 // reuse turns an idle row into key's row, keeping its slices' memory.

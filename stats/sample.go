@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 
+	"github.com/tokentap/tokentap/drift"
 	"github.com/tokentap/tokentap/meter"
 )
 
@@ -30,6 +31,10 @@ type Sample struct {
 	// included; 0 when unknown (no response began), which the in-flight
 	// view leaves out.
 	Inflight int64
+	// Drift is the slowdown detector's configuration for a row this
+	// request creates (nil: drift.DefaultConfig); an existing row keeps
+	// its own.
+	Drift *drift.Config
 }
 
 // Set records that metric m was observed with value v.

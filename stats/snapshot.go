@@ -41,6 +41,9 @@ type SnapshotRow struct {
 	// observed are absent.
 	Sketches map[string]string `json:"sketches"`
 
+	// Health is as in the Report.
+	Health *HealthReport `json:"health,omitempty"`
+
 	// ByInflight is the row's in-flight view: per bucket with a request,
 	// its lowest level, requests and sketches (of InflightAccuracy).
 	ByInflight []SnapshotInflight `json:"by_inflight,omitempty"`
@@ -148,6 +151,9 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 	}
 	for _, r := range a.sortedRows() {
 		sr := SnapshotRow{RowID: rowID(r), SnapshotCounts: snapshotCounts(&r.Counts)}
+		if r.HasHealth {
+			sr.Health = healthReport(&r.Health)
+		}
 		var err error
 		if sr.Sketches, err = encodeSketches(&r.sketches); err != nil {
 			return nil, fmt.Errorf("%s/%s: %v", r.Key.Provider, r.Key.Model, err)
@@ -231,6 +237,12 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 		sort.Slice(r.Key.Labels, func(i, j int) bool { return r.Key.Labels[i].Name < r.Key.Labels[j].Name })
 		if err := decodeSketches(sr.Sketches, &r.sketches); err != nil {
 			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
+		}
+		if sr.Health != nil {
+			if r.Health, err = sr.Health.health(); err != nil {
+				return nil, fmt.Errorf("row %d (%s/%s): %v", i, sr.Provider, sr.Model, err)
+			}
+			r.HasHealth = true
 		}
 		if err := readInflight(sr.ByInflight, r); err != nil {
 			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)

@@ -96,6 +96,7 @@ func TestParseSnapshotErrors(t *testing.T) {
 		{"cost past the range", `{"version":1,"window":"5m","rows":[{"provider":"p","model":"m","requests":1,"cost_usd":1e300}]}`, "cost_usd 1e+300"},
 		{"more met than judged", `{"version":1,"window":"5m","rows":[{"provider":"p","model":"m","requests":3,"slo_requests":2,"slo_met":3}]}`, "slo_met 3 over slo_requests 2"},
 		{"negative goodput", `{"version":1,"window":"5m","rows":[{"provider":"p","model":"m","requests":1,"goodput_tokens":-5}]}`, "negative count"},
+		{"unknown health state", `{"version":1,"window":"5m","rows":[{"provider":"p","model":"m","requests":1,"health":{"state":"degraded"}}]}`, `health state "degraded"`},
 		{"not base64", row("!!!"), "not base64"},
 		{"not protobuf", row(base64.StdEncoding.EncodeToString([]byte{0xff, 0xff, 0xff})), "not a DDSketch protobuf"},
 		{"other accuracy", row(sketchOf(t, 0.02, 1, 2, 3)), "relative accuracy 0.02"},

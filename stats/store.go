@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tokentap/tokentap/drift"
 )
 
 // DefaultMaxRows is the row cap when Options.MaxRows is 0: enough for, say,
@@ -17,6 +19,11 @@ type Options struct {
 	// MaxRows caps the rows; keys past it share the overflow row.
 	// Default: DefaultMaxRows.
 	MaxRows int
+	// OnHealth, when set, is called with a row's key and health each time
+	// the health changes (drift.Detector.Observe), after the row's lock is
+	// released, on the recording request's goroutine: it must be quick
+	// and must not record into the store.
+	OnHealth func(k Key, h drift.Health)
 	// Origin is where the store's time slices start. Default: the last
 	// UTC midnight before the store is made, so that every instance cuts
 	// its slices at the same moments and their series merge slice by
@@ -28,9 +35,10 @@ type Options struct {
 // concurrent use. Recording takes a read lock on the row table and the
 // row's own lock, so requests of different rows do not contend.
 type Store struct {
-	maxRows int
-	origin  time.Time
-	seed    maphash.Seed
+	maxRows  int
+	origin   time.Time
+	onHealth func(Key, drift.Health)
+	seed     maphash.Seed
 
 	mu    sync.RWMutex
 	rows  map[uint64]*row
@@ -59,6 +67,7 @@ func NewStore(o Options) *Store {
 	return &Store{
 		maxRows:  o.MaxRows,
 		origin:   o.Origin,
+		onHealth: o.OnHealth,
 		seed:     maphash.MakeSeed(),
 		rows:     make(map[uint64]*row, o.MaxRows),
 		overflow: newRow(overflowKey, true),
@@ -70,15 +79,17 @@ func NewStore(o Options) *Store {
 // between slices.
 func (s *Store) since(t time.Time) int64 { return int64(t.Sub(s.origin)) }
 
-// Record adds one finished request, which ended at end, to its row. It
-// allocates nothing when the row exists. k's labels must be sorted by name;
-// Record sorts them in place if they are not.
-func (s *Store) Record(k *Key, smp *Sample, end time.Time) {
+// Record adds one finished request, which ended at end, to its row, and
+// returns the row's health after it (drift.InsufficientData for the
+// overflow row, whose requests are of many models). It allocates nothing
+// when the row exists and its health does not change. k's labels must be
+// sorted by name; Record sorts them in place if they are not.
+func (s *Store) Record(k *Key, smp *Sample, end time.Time) drift.State {
 	k.normalize()
 	t := s.since(end)
 	h := k.hash(s.seed)
 	for {
-		r, gen := s.lookup(k, h, t)
+		r, gen := s.lookup(k, h, t, smp.Drift)
 		r.mu.Lock()
 		if r.gen != gen {
 			// Reused for another key between the lookup and the lock.
@@ -88,8 +99,26 @@ func (s *Store) Record(k *Key, smp *Sample, end time.Time) {
 		if n := r.record(smp, t); n > 0 {
 			s.invalid.Add(int64(n))
 		}
+		var changed bool
+		var health drift.Health
+		state := drift.InsufficientData
+		if !r.overflow {
+			changed = r.health.Observe(drift.Sample{
+				At:   end,
+				Rate: smp.values[OutputTokensPerSecond], RateOK: smp.observed[OutputTokensPerSecond],
+				TTFT: smp.values[TimeToFirstToken], TTFTOK: smp.observed[TimeToFirstToken],
+			})
+			state = r.health.State()
+			if changed && s.onHealth != nil {
+				health = r.health.Health()
+			}
+		}
+		key := r.key
 		r.mu.Unlock()
-		return
+		if changed && s.onHealth != nil {
+			s.onHealth(key, health)
+		}
+		return state
 	}
 }
 
@@ -99,7 +128,7 @@ func (s *Store) Invalid() int64 { return s.invalid.Load() }
 
 // lookup returns k's row and its generation, creating or reusing a row if
 // the table has room, else the overflow row.
-func (s *Store) lookup(k *Key, h uint64, now int64) (*row, uint64) {
+func (s *Store) lookup(k *Key, h uint64, now int64, cfg *drift.Config) (*row, uint64) {
 	s.mu.RLock()
 	for r := s.rows[h]; r != nil; r = r.next {
 		if k.equal(&r.key) {
@@ -123,12 +152,14 @@ func (s *Store) lookup(k *Key, h uint64, now int64) (*row, uint64) {
 	}
 	if s.nrows < s.maxRows {
 		r := newRow(k.stored(), false)
+		r.initHealth(cfg)
 		r.next = s.rows[h]
 		s.rows[h] = r
 		s.nrows++
 		return r, r.gen
 	}
 	if r := s.reuseIdle(k, h, now); r != nil {
+		r.initHealth(cfg)
 		return r, r.gen
 	}
 	return s.overflow, 0
@@ -201,6 +232,9 @@ func (s *Store) aggregate(w Window, now time.Time, series bool) *Aggregate {
 		var ar AggregateRow
 		r.mu.Lock()
 		ar.Key, ar.Overflow = r.key, r.overflow
+		if !r.overflow {
+			ar.Health, ar.HasHealth = r.health.Health(), true
+		}
 		r.view(w, t, &ar)
 		r.viewInflight(w, t, &ar)
 		if series && ar.Counts.Requests > 0 {

@@ -83,6 +83,12 @@ var statsColumns = []statsColumn{
 	{name: "PROVIDER", text: true, str: func(r *ReportRow) string { return r.Provider }},
 	{name: "MODEL", text: true, str: func(r *ReportRow) string { return r.Model }},
 	{name: "LABELS", text: true, str: labelsText, shownIf: func(r *ReportRow) bool { return len(r.Labels) > 0 }},
+	{name: "HEALTH", text: true, str: func(r *ReportRow) string {
+		if r.Health == nil || r.Health.State == "insufficient_data" {
+			return ""
+		}
+		return r.Health.State
+	}},
 	countColumn("REQUESTS", func(r *ReportRow) int64 { return r.Requests }),
 	rateColumn("ERR%", func(r *ReportRow) float64 { return r.ErrorRate }),
 	rateColumn("ABORT%", func(r *ReportRow) float64 { return r.AbortRate }),

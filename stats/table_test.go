@@ -182,3 +182,36 @@ func TestWriteTableSLO(t *testing.T) {
 		t.Errorf("SLO columns without an objective:\n%s", b.String())
 	}
 }
+
+// TestWriteTableHealth: HEALTH says ok or slow, and "-" while a row has too
+// few requests to judge or has no health (the overflow row).
+func TestWriteTableHealth(t *testing.T) {
+	rep := &Report{Rows: []ReportRow{
+		{RowID: RowID{Provider: "p", Model: "a"}, Health: &HealthReport{State: "slow"}},
+		{RowID: RowID{Provider: "p", Model: "b"}, Health: &HealthReport{State: "ok"}},
+		{RowID: RowID{Provider: "p", Model: "c"}, Health: &HealthReport{State: "insufficient_data"}},
+		{RowID: RowID{Provider: "_other", Model: "_other", Overflow: true}},
+	}}
+	o, _ := ParseTableSort("model")
+	var b strings.Builder
+	if err := WriteTable(&b, rep, o); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	col := -1
+	for i, h := range strings.Fields(lines[0]) {
+		if h == "HEALTH" {
+			col = i
+		}
+	}
+	if col < 0 {
+		t.Fatalf("no HEALTH column:\n%s", b.String())
+	}
+	want := map[string]string{"a": "slow", "b": "ok", "c": "-", "_other": "-"}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if f[col] != want[f[1]] {
+			t.Errorf("%s: HEALTH %q, want %q", f[1], f[col], want[f[1]])
+		}
+	}
+}

@@ -34,6 +34,7 @@ type statsRow struct {
 	EstimatedShare float64                `json:"estimated_share"`
 	CostUSD        float64                `json:"cost_usd"`
 	SLO            *statsSLO              `json:"slo,omitempty"`
+	Health         *statsHealth           `json:"health,omitempty"`
 	Metrics        map[string]statsMetric `json:"metrics"`
 	Series         []statsPoint           `json:"series,omitempty"`
 	ByInflight     []statsInflight        `json:"by_inflight,omitempty"`
@@ -55,6 +56,16 @@ type statsPoint struct {
 	Requests int64                  `json:"requests"`
 	Errors   int64                  `json:"errors"`
 	Metrics  map[string]statsMetric `json:"metrics"`
+}
+
+// statsHealth is a row's health: whether it is slower than its own
+// earlier requests.
+type statsHealth struct {
+	State    string             `json:"state"`
+	Since    string             `json:"since"`
+	Reason   string             `json:"reason"`
+	Baseline map[string]float64 `json:"baseline"`
+	Current  map[string]float64 `json:"current"`
 }
 
 // statsSLO is a row's attainment of its objective; absent when no

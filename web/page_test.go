@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -228,6 +229,10 @@ func TestPage(t *testing.T) {
 				{"gpt-4o-mini", "cost_p50", "–"},
 				{"gpt-4o-mini", "cost_usd", "–"},
 				{"claude-haiku-4-5", "slo_attainment", "89.7 %"},
+				{"claude-haiku-4-5", "health", "ok"},
+				{"gpt-4o-mini", "health", "slow"},
+				{"gpt-4o", "health", "–"},
+				{"_other", "health", "–"},
 				{"claude-haiku-4-5", "slo_goodput", "96.1 tok/s"},
 				{"gpt-4o", "slo_attainment", "–"},
 			}
@@ -253,6 +258,31 @@ func TestPage(t *testing.T) {
 			if hidden := eval[bool](t, b, `getComputedStyle(document.querySelector('th[data-col="labels"]')).display === 'none'`); hidden {
 				t.Error("the labels column is hidden although rows have labels")
 			}
+		}},
+		{"a slow row is named in a banner, with its reason, and marked in words", func(t *testing.T) {
+			banner := eval[map[string]any](t, b, `(e => ({hidden: e.hidden, text: e.textContent, models: [...e.querySelectorAll('p')].map(p => p.dataset.model)}))(document.getElementById('health-banner'))`)
+			if banner["hidden"] != false || fmt.Sprint(banner["models"]) != "[gpt-4o-mini]" {
+				t.Fatalf("banner %+v, want shown, naming gpt-4o-mini only", banner)
+			}
+			for _, want := range []string{"Slow: gpt-4o-mini (team=search)", "p50 output tokens/s 61.2, 36 % below its baseline of 95.6"} {
+				if !strings.Contains(banner["text"].(string), want) {
+					t.Errorf("banner %q does not say %q", banner["text"], want)
+				}
+			}
+			cell := eval[map[string]any](t, b, `(td => ({text: td.textContent, title: td.title, slow: td.classList.contains('slow')}))(document.querySelector('tr[data-model="gpt-4o-mini"] td[data-col="health"]'))`)
+			if cell["text"] != "slow" || cell["slow"] != true || !strings.Contains(cell["title"].(string), "36 % below") {
+				t.Errorf("health cell %+v, want the word slow, marked, with the reason as its title", cell)
+			}
+			healthy := fixture.clone()
+			for i := range healthy.Rows {
+				if healthy.Rows[i].Health != nil && healthy.Rows[i].Health.State == "slow" {
+					healthy.Rows[i].Health.State = "ok"
+				}
+			}
+			api.serve(healthy)
+			b.waitFor(t, "the banner to go", `document.getElementById('health-banner').hidden`, 10*time.Second)
+			api.serve(fixture)
+			b.waitFor(t, "the banner to come back", `!document.getElementById('health-banner').hidden`, 10*time.Second)
 		}},
 		{"shows the SLO columns only when some row was judged", func(t *testing.T) {
 			shown := `[...document.querySelectorAll('th[data-col^="slo_"], th[data-group="slo"], td[data-col^="slo_"]')].filter(e => getComputedStyle(e).display !== 'none').length`

@@ -59,6 +59,7 @@
 		{ key: 'provider', label: 'Provider', type: 'text', get: (r) => str(r.provider) },
 		{ key: 'model', label: 'Model', type: 'text', get: (r) => str(r.model) },
 		{ key: 'labels', label: 'Labels', type: 'text', get: (r) => labelText(r.labels) },
+		{ key: 'health', label: 'Health', type: 'text', get: (r) => healthText(r), title: 'Whether the model is slower than its own earlier requests: ok, slow, or – until it has enough of them' },
 		{ key: 'requests', label: 'Requests', get: (r) => finite(r.requests), fmt: fmtCount, title: 'Requests that finished in the window' },
 		{ key: 'error_rate', label: 'Errors', get: (r) => finite(r.error_rate), fmt: fmtPercent, title: 'Share of requests that ended in an upstream error' },
 		{ key: 'abort_rate', label: 'Aborts', get: (r) => finite(r.abort_rate), fmt: fmtPercent, title: 'Share of requests the client aborted' },
@@ -80,6 +81,13 @@
 		{ key: 'slo_attainment', group: 'slo', label: 'met', get: (r) => (r.slo ? finite(r.slo.attainment) : null), fmt: fmtPercent, title: 'Share of the requests judged that met the objective configured for the model' },
 		{ key: 'slo_goodput', group: 'slo', label: 'goodput', get: (r) => (r.slo ? finite(r.slo.token_goodput) : null), fmt: fmtRate, title: 'Token goodput: output tokens per second of the window from the requests that met the objective' },
 	];
+	// healthText is a row's health state as shown: ok, slow, or '' while
+	// the row has too few requests to judge.
+	function healthText(r) {
+		const s = r.health && str(r.health.state);
+		return s === 'ok' || s === 'slow' ? s : '';
+	}
+
 	// totalCost is the row's cost_usd, or null when no request of the row
 	// had a price (a cost of 0 would claim it was free).
 	function totalCost(row) {
@@ -112,6 +120,7 @@
 		body: document.body,
 		status: document.getElementById('status'),
 		message: document.getElementById('message'),
+		banner: document.getElementById('health-banner'),
 		table: document.getElementById('comparison'),
 		thead: document.querySelector('#comparison thead'),
 		tbody: document.querySelector('#comparison tbody'),
@@ -357,8 +366,9 @@
 				if (r.overflow) td.title = 'Every row over the cap on distinct rows, merged';
 				else td.title = v;
 			} else {
-				td.textContent = v;
-				td.title = v;
+				td.textContent = v || (col.key === 'health' ? DASH : '');
+				td.title = col.key === 'health' && r.health ? str(r.health.reason) : v;
+				if (col.key === 'health' && v === 'slow') td.classList.add('slow');
 			}
 			return td;
 		}
@@ -693,6 +703,7 @@
 	function render() {
 		const rows = sortedRows();
 		renderTable(rows);
+		renderBanner(rows);
 		for (const spec of CHARTS) renderChart(spec, rows);
 		for (const spec of SERIES_CHARTS) renderSeries(spec, rows);
 		for (const spec of INFLIGHT_CHARTS) renderInflight(spec, rows);
@@ -709,6 +720,22 @@
 		el.message.dataset.kind = kind;
 		el.message.setAttribute('role', kind === 'error' ? 'alert' : 'status');
 		el.message.textContent = text;
+	}
+
+	// renderBanner names every slow row and why, above the table, so that a
+	// slowdown is seen without scanning a column.
+	function renderBanner(rows) {
+		const slow = rows.filter((r) => healthText(r) === 'slow');
+		el.banner.hidden = slow.length === 0;
+		el.banner.replaceChildren(...slow.map((r) => {
+			const p = document.createElement('p');
+			const since = r.health.since ? new Date(r.health.since) : null;
+			const name = document.createElement('strong');
+			name.textContent = 'Slow: ' + str(r.model) + (labelText(r.labels) ? ' (' + labelText(r.labels) + ')' : '');
+			p.dataset.model = str(r.model);
+			p.append(name, (since && !Number.isNaN(since.getTime()) ? ' since ' + fmtTime(since) : '') + ' \u2014 ' + str(r.health.reason));
+			return p;
+		}));
 	}
 
 	function applyData(data) {
