@@ -48,15 +48,9 @@ var inflightMapping = func() *mapping.LogarithmicMapping {
 }()
 
 var (
-	inflightLowestTemplate  = fullStoreOf(store.NewCollapsingLowestDenseStore(inflightBins), inflightBins)
-	inflightHighestTemplate = fullStoreOf(store.NewCollapsingHighestDenseStore(inflightBins), inflightBins)
+	inflightLowestTemplate  = fullStore(store.NewCollapsingLowestDenseStore(inflightBins), inflightBins)
+	inflightHighestTemplate = fullStore(store.NewCollapsingHighestDenseStore(inflightBins), inflightBins)
 )
-
-func fullStoreOf(s store.Store, bins int) store.Store {
-	s.Add(0)
-	s.Add(bins - 1)
-	return s
-}
 
 // inflightBucket is the bucket of in-flight level n (n >= 1).
 func inflightBucket(n int64) int {
@@ -94,18 +88,7 @@ func (s *inflightSlice) reset(e int64) {
 // newInflightSketch returns a bounded in-flight sketch of metric m, its
 // bins allocated at full size so that recording never allocates.
 func newInflightSketch(m Metric) *ddsketch.DDSketch {
-	var pos, neg store.Store
-	if metrics[m].slowTailLow {
-		pos = store.NewCollapsingHighestDenseStore(inflightBins)
-		pos.MergeWith(inflightHighestTemplate)
-		neg = store.NewCollapsingHighestDenseStore(inflightBins)
-	} else {
-		pos = store.NewCollapsingLowestDenseStore(inflightBins)
-		pos.MergeWith(inflightLowestTemplate)
-		neg = store.NewCollapsingLowestDenseStore(inflightBins)
-	}
-	pos.Clear()
-	return ddsketch.NewDDSketch(inflightMapping, pos, neg)
+	return newBoundedSketch(inflightMapping, inflightBins, inflightLowestTemplate, inflightHighestTemplate, metrics[m].slowTailLow)
 }
 
 func newInflightViewSketch() *ddsketch.DDSketch {

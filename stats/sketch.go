@@ -43,32 +43,40 @@ var (
 // store makes the store allocate its bins once, at full size, so that it
 // never grows (and never allocates) again.
 var (
-	lowestTemplate  = fullStore(store.NewCollapsingLowestDenseStore(MaxBins))
-	highestTemplate = fullStore(store.NewCollapsingHighestDenseStore(MaxBins))
+	lowestTemplate  = fullStore(store.NewCollapsingLowestDenseStore(MaxBins), MaxBins)
+	highestTemplate = fullStore(store.NewCollapsingHighestDenseStore(MaxBins), MaxBins)
 )
 
-func fullStore(s store.Store) store.Store {
+func fullStore(s store.Store, bins int) store.Store {
 	s.Add(0)
-	s.Add(MaxBins - 1)
+	s.Add(bins - 1)
 	return s
 }
 
 // newSliceSketch returns the bounded sketch of one metric in one time
 // slice, its bins allocated at full size.
 func newSliceSketch(m Metric) *ddsketch.DDSketch {
+	return newBoundedSketch(indexMapping, MaxBins, lowestTemplate, highestTemplate, metrics[m].slowTailLow)
+}
+
+// newBoundedSketch returns a sketch of bins bins at most, allocated at
+// full size from a template, so that adding never allocates: a full
+// sketch collapses its highest bins when low values are the bad tail
+// (throughput), else its lowest.
+func newBoundedSketch(m mapping.IndexMapping, bins int, lowest, highest store.Store, slowTailLow bool) *ddsketch.DDSketch {
 	var pos, neg store.Store
-	if metrics[m].slowTailLow {
-		pos = store.NewCollapsingHighestDenseStore(MaxBins)
-		pos.MergeWith(highestTemplate)
-		neg = store.NewCollapsingHighestDenseStore(MaxBins)
+	if slowTailLow {
+		pos = store.NewCollapsingHighestDenseStore(bins)
+		pos.MergeWith(highest)
+		neg = store.NewCollapsingHighestDenseStore(bins)
 	} else {
-		pos = store.NewCollapsingLowestDenseStore(MaxBins)
-		pos.MergeWith(lowestTemplate)
-		neg = store.NewCollapsingLowestDenseStore(MaxBins)
+		pos = store.NewCollapsingLowestDenseStore(bins)
+		pos.MergeWith(lowest)
+		neg = store.NewCollapsingLowestDenseStore(bins)
 	}
 	pos.Clear()
 	// neg stays without bins: values are never negative.
-	return ddsketch.NewDDSketch(indexMapping, pos, neg)
+	return ddsketch.NewDDSketch(m, pos, neg)
 }
 
 // newViewSketch returns a sketch for a merged view: unbounded, since it

@@ -497,28 +497,84 @@
 		return d.toLocaleTimeString('en-GB', opts);
 	}
 
-	// renderSeries draws one line per model and quantile over the window's
-	// slices: p50 solid, p95 dashed, each labelled at its last point with
-	// the model's name, so that neither the quantile nor the model rests
-	// on colour alone. A slice without a value breaks the line.
+	// lineFrame sizes svg for a line chart with axisH pixels under the
+	// plot for the x axis, and returns the plot's edges.
+	function lineFrame(svg, axisH) {
+		const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 600));
+		const height = 220;
+		svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+		svg.setAttribute('height', String(height));
+		return { width, left: 64, right: width - 150, top: 8, bottom: height - axisH };
+	}
+
+	function noData(svg, f, text) {
+		svg.replaceChildren(svgEl('title', {}, 'No data yet'), svgEl('text', { x: 0, y: f.top + 16, class: 'nodata' }, text));
+	}
+
+	// plotLines draws the value axis, from 0 to a round number over max,
+	// then each line: {r, q, pts: [{x, v}]}, x in pixels, v null for a
+	// gap that breaks the line. p50 is solid and p95 dashed, and each line
+	// is labelled at its last point with its quantile and model, so that
+	// neither rests on colour alone. It returns the chart's parts and each
+	// line's g, to which the caller adds its tooltip.
+	function plotLines(spec, f, lines, max) {
+		if (!(max > 0)) max = 1;
+		const step = niceStep(max, 4);
+		const yMax = Math.ceil(max / step) * step;
+		const y = (v) => f.bottom - ((f.bottom - f.top) * clamp(v, 0, yMax)) / yMax;
+		const parts = [];
+		for (let i = 0; i * step <= yMax + step / 2; i++) {
+			const v = i * step;
+			parts.push(svgEl('line', { class: 'grid', x1: f.left, x2: f.right, y1: y(v), y2: y(v) }));
+			parts.push(svgEl('text', { class: 'axis', x: f.left - 6, y: y(v) + 4, 'text-anchor': 'end' }, v === 0 ? '0' : trimZeros(spec.fmt(v))));
+		}
+		const labels = [];
+		const groups = lines.map((line) => {
+			const name = str(line.r.model) + (labelText(line.r.labels) ? ' (' + labelText(line.r.labels) + ')' : '');
+			const g = svgEl('g', { 'data-model': str(line.r.model), 'data-labels': labelText(line.r.labels), 'data-quantile': line.q });
+			let d = '';
+			let pen = false;
+			let last = null;
+			for (const p of line.pts) {
+				if (p.v === null || !Number.isFinite(p.x)) {
+					pen = false;
+					continue;
+				}
+				d += (pen ? 'L' : 'M') + p.x.toFixed(1) + ' ' + y(p.v).toFixed(1);
+				pen = true;
+				last = p;
+				g.append(svgEl('circle', { class: 'point', cx: p.x, cy: y(p.v), r: 2.5, fill: colourOf(line.r) }));
+			}
+			g.prepend(svgEl('path', { class: 'series ' + line.q, d, stroke: colourOf(line.r) }));
+			if (last) {
+				const label = svgEl('text', { class: 'series-label', x: f.right + 6, y: y(last.v) + 4 }, fitLabel(line.q + ' ' + name, f.width - f.right - 8));
+				labels.push({ y: y(last.v) + 4, label });
+				g.append(label);
+			}
+			parts.push(g);
+			return { g, name, last };
+		});
+		// Lines that end close together would print their labels over one
+		// another.
+		spreadLabels(labels);
+		return { parts, groups };
+	}
+
+	// renderSeries draws each model's p50 and p95 over the window's
+	// slices, each point in the middle of its slice; a slice without a
+	// value breaks the line.
 	function renderSeries(spec, rows) {
 		const svg = document.getElementById(spec.id);
 		if (!svg) return;
-		const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 600));
-		const height = 220;
-		const left = 64;
-		const right = width - 150;
-		const top = 8;
-		const bottom = height - 24;
-		svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
-		svg.setAttribute('height', String(height));
-
+		const f = lineFrame(svg, 24);
 		const lines = [];
 		let t0 = Infinity;
 		let t1 = -Infinity;
 		let max = 0;
+		let slices = 1;
 		for (const r of rows) {
 			if (!Array.isArray(r.series)) continue;
+			slices = Math.max(slices, r.series.length);
 			for (const q of ['p50', 'p95']) {
 				const pts = r.series.map((p) => {
 					const t = Date.parse(p.start);
@@ -535,60 +591,27 @@
 			}
 		}
 		if (lines.length === 0 || !(t1 > t0)) {
-			svg.replaceChildren(svgEl('title', {}, 'No data yet'),
-				svgEl('text', { x: 0, y: top + 16, class: 'nodata' }, 'No ' + spec.what + ' measured in this window yet.'));
+			noData(svg, f, 'No ' + spec.what + ' measured in this window yet.');
 			return;
 		}
-		if (!(max > 0)) max = 1;
-		const step = niceStep(max, 4);
-		const yMax = Math.ceil(max / step) * step;
-		const x = (t) => left + ((right - left) * (t - t0)) / (t1 - t0);
-		const y = (v) => bottom - ((bottom - top) * clamp(v, 0, yMax)) / yMax;
-		const parts = [];
-		for (let i = 0; i * step <= yMax + step / 2; i++) {
-			const v = i * step;
-			parts.push(svgEl('line', { class: 'grid', x1: left, x2: right, y1: y(v), y2: y(v) }));
-			parts.push(svgEl('text', { class: 'axis', x: left - 6, y: y(v) + 4, 'text-anchor': 'end' }, v === 0 ? '0' : trimZeros(spec.fmt(v))));
+		const x = (t) => f.left + ((f.right - f.left) * (t - t0)) / (t1 - t0);
+		const half = (t1 - t0) / slices / 2;
+		for (const line of lines) {
+			for (const p of line.pts) p.x = x(p.t + half);
 		}
+		const { parts, groups } = plotLines(spec, f, lines, max);
 		const ticks = 4;
 		for (let i = 0; i <= ticks; i++) {
 			const t = t0 + ((t1 - t0) * i) / ticks;
-			parts.push(svgEl('text', { class: 'axis', x: x(t), y: bottom + 16, 'text-anchor': i === 0 ? 'start' : i === ticks ? 'end' : 'middle' },
-				fmtClock(t, state.windowSeconds / ((rows[0] && rows[0].series && rows[0].series.length) || 1))));
+			parts.push(svgEl('text', { class: 'axis', x: x(t), y: f.bottom + 16, 'text-anchor': i === 0 ? 'start' : i === ticks ? 'end' : 'middle' },
+				fmtClock(t, state.windowSeconds / slices)));
 		}
 		const summary = [];
-		const labels = [];
-		for (const line of lines) {
-			const name = str(line.r.model) + (labelText(line.r.labels) ? ' (' + labelText(line.r.labels) + ')' : '');
-			const g = svgEl('g', { 'data-model': str(line.r.model), 'data-labels': labelText(line.r.labels), 'data-quantile': line.q });
-			// Each point sits in the middle of its slice.
-			const half = (t1 - t0) / line.pts.length / 2;
-			let d = '';
-			let pen = false;
-			let last = null;
-			for (const p of line.pts) {
-				if (p.v === null || !Number.isFinite(p.t)) {
-					pen = false;
-					continue;
-				}
-				d += (pen ? 'L' : 'M') + x(p.t + half).toFixed(1) + ' ' + y(p.v).toFixed(1);
-				pen = true;
-				last = p;
-				g.append(svgEl('circle', { class: 'point', cx: x(p.t + half), cy: y(p.v), r: 2.5, fill: colourOf(line.r) }));
-			}
-			g.prepend(svgEl('path', { class: 'series ' + line.q, d, stroke: colourOf(line.r) }));
-			if (last) {
-				const label = svgEl('text', { class: 'series-label', x: right + 6, y: y(last.v) + 4 }, fitLabel(line.q + ' ' + name, width - right - 8));
-				labels.push({ y: y(last.v) + 4, label });
-				g.append(label);
-				summary.push(name + ' ' + line.q + ' latest ' + spec.fmt(last.v));
-			}
+		groups.forEach(({ g, name, last }, i) => {
+			const line = lines[i];
 			g.append(svgEl('title', {}, name + ' ' + line.q + ': ' + line.pts.filter((p) => p.v !== null).map((p) => fmtClock(p.t, 60) + ' ' + spec.fmt(p.v)).join(', ')));
-			parts.push(g);
-		}
-		// Lines that end close together would print their labels over one
-		// another.
-		spreadLabels(labels);
+			if (last) summary.push(name + ' ' + line.q + ' latest ' + spec.fmt(last.v));
+		});
 		svg.replaceChildren(svgEl('title', {}, spec.what + ' over time, per model: ' + summary.join('; ')), ...parts);
 	}
 
@@ -600,21 +623,12 @@
 		return hi === lo ? String(lo) : lo + '\u2013' + hi;
 	}
 
-	// renderInflight draws each model's p50 (solid) and p95 (dashed) by
-	// in-flight bucket, the buckets evenly spaced since each doubles the
-	// last; lines are labelled at their last point, as over time.
+	// renderInflight draws each model's p50 and p95 by in-flight bucket,
+	// the buckets evenly spaced since each doubles the last.
 	function renderInflight(spec, rows) {
 		const svg = document.getElementById(spec.id);
 		if (!svg) return;
-		const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 600));
-		const height = 220;
-		const left = 64;
-		const right = width - 150;
-		const top = 8;
-		const bottom = height - 40;
-		svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
-		svg.setAttribute('height', String(height));
-
+		const f = lineFrame(svg, 40);
 		const buckets = new Map(); // inflight_min -> label
 		let max = 0;
 		const lines = [];
@@ -635,47 +649,26 @@
 			}
 		}
 		if (lines.length === 0) {
-			svg.replaceChildren(svgEl('title', {}, 'No data yet'),
-				svgEl('text', { x: 0, y: top + 16, class: 'nodata' }, 'No ' + spec.what + ' by requests in flight in this window yet.'));
+			noData(svg, f, 'No ' + spec.what + ' by requests in flight in this window yet.');
 			return;
 		}
 		const order = [...buckets.keys()].sort((a, b) => a - b);
-		if (!(max > 0)) max = 1;
-		const step = niceStep(max, 4);
-		const yMax = Math.ceil(max / step) * step;
-		const slot = (right - left) / Math.max(1, order.length);
-		const x = (lo) => left + slot * (order.indexOf(lo) + 0.5);
-		const y = (v) => bottom - ((bottom - top) * clamp(v, 0, yMax)) / yMax;
-		const parts = [];
-		for (let i = 0; i * step <= yMax + step / 2; i++) {
-			const v = i * step;
-			parts.push(svgEl('line', { class: 'grid', x1: left, x2: right, y1: y(v), y2: y(v) }));
-			parts.push(svgEl('text', { class: 'axis', x: left - 6, y: y(v) + 4, 'text-anchor': 'end' }, v === 0 ? '0' : trimZeros(spec.fmt(v))));
-		}
-		for (const lo of order) {
-			parts.push(svgEl('text', { class: 'axis', x: x(lo), y: bottom + 16, 'text-anchor': 'middle' }, buckets.get(lo)));
-		}
-		parts.push(svgEl('text', { class: 'axis', x: (left + right) / 2, y: bottom + 32, 'text-anchor': 'middle' }, 'requests in flight to the model'));
-		const labels = [];
-		const summary = [];
+		const slot = (f.right - f.left) / Math.max(1, order.length);
+		const x = (lo) => f.left + slot * (order.indexOf(lo) + 0.5);
 		for (const line of lines) {
-			const name = str(line.r.model) + (labelText(line.r.labels) ? ' (' + labelText(line.r.labels) + ')' : '');
-			const g = svgEl('g', { 'data-model': str(line.r.model), 'data-labels': labelText(line.r.labels), 'data-quantile': line.q });
-			let d = '';
-			line.pts.forEach((p, i) => {
-				d += (i ? 'L' : 'M') + x(p.lo).toFixed(1) + ' ' + y(p.v).toFixed(1);
-				g.append(svgEl('circle', { class: 'point', cx: x(p.lo), cy: y(p.v), r: 2.5, fill: colourOf(line.r) }));
-			});
-			g.prepend(svgEl('path', { class: 'series ' + line.q, d, stroke: colourOf(line.r) }));
-			const last = line.pts[line.pts.length - 1];
-			const label = svgEl('text', { class: 'series-label', x: right + 6, y: y(last.v) + 4 }, fitLabel(line.q + ' ' + name, width - right - 8));
-			labels.push({ y: y(last.v) + 4, label });
-			g.append(label);
+			for (const p of line.pts) p.x = x(p.lo);
+		}
+		const { parts, groups } = plotLines(spec, f, lines, max);
+		for (const lo of order) {
+			parts.push(svgEl('text', { class: 'axis', x: x(lo), y: f.bottom + 16, 'text-anchor': 'middle' }, buckets.get(lo)));
+		}
+		parts.push(svgEl('text', { class: 'axis', x: (f.left + f.right) / 2, y: f.bottom + 32, 'text-anchor': 'middle' }, 'requests in flight to the model'));
+		const summary = [];
+		groups.forEach(({ g, name }, i) => {
+			const line = lines[i];
 			g.append(svgEl('title', {}, name + ' ' + line.q + ': ' + line.pts.map((p) => buckets.get(p.lo) + ' in flight ' + spec.fmt(p.v) + ' (' + p.n + ' requests)').join(', ')));
 			summary.push(name + ' ' + line.q + ' ' + line.pts.map((p) => buckets.get(p.lo) + ': ' + spec.fmt(p.v)).join(', '));
-			parts.push(g);
-		}
-		spreadLabels(labels);
+		});
 		svg.replaceChildren(svgEl('title', {}, spec.what + ' by requests in flight, per model: ' + summary.join('; ')), ...parts);
 	}
 
