@@ -74,8 +74,19 @@ type Config struct {
 	// fixed schedule (open loop), whatever the answers' speed.
 	Rate float64
 
-	// Requests bounds the number of requests started; zero means no bound
-	// on the count (Duration must then be set).
+	// Arrival spaces rate-mode requests: constant (the default) or
+	// poisson; Burstiness shapes poisson gaps (default 1: exponential);
+	// Seed makes the draws, so a run can be repeated exactly.
+	Arrival    Arrival
+	Burstiness float64
+	Seed       uint64
+
+	// Warmup requests are sent first and not counted in the report: they
+	// open connections and warm caches. They are on top of Requests.
+	Warmup int
+
+	// Requests bounds the number of requests started, warm-up left out;
+	// zero means no bound on the count (Duration must then be set).
 	Requests int
 
 	// Duration bounds the time during which requests are started; zero
@@ -165,6 +176,9 @@ func (cfg Config) validate() (Config, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if err := cfg.validateArrival(); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.MaxTokens < 0 {
 		errs = append(errs, fmt.Errorf("max tokens must not be negative, got %d", cfg.MaxTokens))

@@ -30,6 +30,11 @@ type Report struct {
 	// rate mode, else zero.
 	Concurrency int     `json:"concurrency"`
 	Rate        float64 `json:"rate,omitempty"`
+	// Arrival and Burstiness are the rate mode's spacing of requests;
+	// Warmup the requests sent first and left out of the report.
+	Arrival    Arrival `json:"arrival,omitempty"`
+	Burstiness float64 `json:"burstiness,omitempty"`
+	Warmup     int     `json:"warmup,omitempty"`
 	// Started is when the run began.
 	Started time.Time `json:"started"`
 	// Elapsed is from the run's start to the last request's end, in
@@ -175,6 +180,7 @@ type aggregator struct {
 	models map[string]*modelStats
 	total  *modelStats
 	last   time.Time // the latest end of a request
+	first  time.Time // the earliest start of a counted request
 }
 
 func newAggregator(cfg *Config) *aggregator {
@@ -190,6 +196,9 @@ func (a *aggregator) add(r *Result) {
 	defer a.mu.Unlock()
 	a.models[r.Model].add(r)
 	a.total.add(r)
+	if a.first.IsZero() || r.Start.Before(a.first) {
+		a.first = r.Start
+	}
 	if end := r.Start.Add(r.End); end.After(a.last) {
 		a.last = end
 	}
@@ -198,6 +207,10 @@ func (a *aggregator) add(r *Result) {
 func (a *aggregator) report(start, now time.Time, late int) *Report {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.cfg.Warmup > 0 && !a.first.IsZero() {
+		// The measured part begins with the first counted request.
+		start = a.first
+	}
 	end := a.last
 	if end.IsZero() || end.Before(start) {
 		end = now
@@ -205,6 +218,7 @@ func (a *aggregator) report(start, now time.Time, late int) *Report {
 	elapsed := end.Sub(start)
 	rep := &Report{
 		API: a.cfg.API, URL: a.cfg.URL, Concurrency: a.cfg.Concurrency, Rate: a.cfg.Rate,
+		Arrival: a.cfg.Arrival, Burstiness: a.cfg.Burstiness, Warmup: a.cfg.Warmup,
 		Started: start, Elapsed: elapsed.Seconds(), LateStarts: late,
 		Total: a.total.finish(elapsed),
 	}
@@ -225,7 +239,14 @@ func (a *aggregator) report(start, now time.Time, late int) *Report {
 func (rep *Report) WriteTable(w io.Writer) error {
 	mode := fmt.Sprintf("concurrency %d", rep.Concurrency)
 	if rep.Rate > 0 {
-		mode = fmt.Sprintf("%g requests/s, at most %d in flight", rep.Rate, rep.Concurrency)
+		arrival := ""
+		if rep.Arrival == ArrivalPoisson {
+			arrival = fmt.Sprintf(" (poisson, burstiness %g)", rep.Burstiness)
+		}
+		mode = fmt.Sprintf("%g requests/s%s, at most %d in flight", rep.Rate, arrival, rep.Concurrency)
+	}
+	if rep.Warmup > 0 {
+		mode += fmt.Sprintf(", after %d warm-up requests", rep.Warmup)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s, %s, %d requests in %.1f s", rep.API, rep.URL, mode, rep.Total.Requests, rep.Elapsed)

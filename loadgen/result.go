@@ -22,9 +22,12 @@ const (
 // event's time is when the read that completed it returned.
 type Result struct {
 	// Seq is the request's number in the run, from 0.
-	Seq   int
-	Model string
-	Start time.Time
+	Seq int
+	// Warmup is set on the run's first Config.Warmup requests, which the
+	// report leaves out.
+	Warmup bool
+	Model  string
+	Start  time.Time
 
 	// Status is the HTTP status, 0 when none arrived.
 	Status int

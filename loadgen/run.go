@@ -29,10 +29,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	agg := newAggregator(&cfg)
 	finish := func(r *Result) {
+		r.Warmup = r.Seq < cfg.Warmup
 		if cfg.OnResult != nil {
 			cfg.OnResult(r)
 		}
-		agg.add(r)
+		if !r.Warmup {
+			agg.add(r)
+		}
 	}
 
 	start := time.Now()
@@ -43,7 +46,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// more reports whether request seq may start: within both bounds and
 	// before the run was stopped.
 	more := func(seq int) bool {
-		if cfg.Requests > 0 && seq >= cfg.Requests {
+		if cfg.Requests > 0 && seq >= cfg.Warmup+cfg.Requests {
 			return false
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -80,10 +83,10 @@ func closedLoop(ctx context.Context, cfg *Config, client *http.Client, more func
 	wg.Wait()
 }
 
-// openLoop starts request i at start + i/rate, whatever became of the
-// earlier ones, with at most cfg.Concurrency in flight; a request that
-// must wait for a slot starts late, and the number of those that started
-// more than lateStart behind schedule is returned.
+// openLoop starts each request when its schedule says (newSchedule),
+// whatever became of the earlier ones, with at most cfg.Concurrency in
+// flight; a request that must wait for a slot starts late, and the number
+// of those that started more than lateStart behind schedule is returned.
 func openLoop(ctx context.Context, cfg *Config, client *http.Client, start time.Time, more func(int) bool, finish func(*Result)) int {
 	slots := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -92,9 +95,9 @@ func openLoop(ctx context.Context, cfg *Config, client *http.Client, start time.
 	defer timer.Stop()
 	<-timer.C
 	late := 0
-	interval := float64(time.Second) / cfg.Rate
+	sched := newSchedule(cfg)
 	for seq := 0; ; seq++ {
-		due := start.Add(time.Duration(float64(seq) * interval))
+		due := start.Add(sched.next())
 		if d := time.Until(due); d > 0 {
 			timer.Reset(d)
 			select {
@@ -111,7 +114,7 @@ func openLoop(ctx context.Context, cfg *Config, client *http.Client, start time.
 		case <-ctx.Done():
 			return late
 		}
-		if time.Since(due) > lateStart {
+		if time.Since(due) > lateStart && seq >= cfg.Warmup {
 			late++
 		}
 		wg.Go(func() {

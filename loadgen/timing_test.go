@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"os"
 	"testing"
 
@@ -25,6 +26,24 @@ func TestRunTiming(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a concurrency sweep: the configured speeds at every level", func(t *testing.T) {
+		sw, err := ParseSweep("concurrency=1,2,4,8")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := RunSweep(context.Background(), Config{URL: base + "/v1", Models: []string{"fast", "slow"}, Requests: 16, Warmup: 2}, sw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, level := range rep.Levels {
+			if level.Concurrency != int(sw.Levels[i]) {
+				t.Errorf("level %d: concurrency %d, want %g", i, level.Concurrency, sw.Levels[i])
+			}
+			for j, w := range []modelWant{{model: "fast", ttft: fastTTFT, rate: fastRate}, {model: "slow", ttft: slowTTFT, rate: slowRate}} {
+				checkSpeed(t, level.Models[j], w)
+			}
+		}
+	})
 	for _, tc := range boundsCases {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, _, took := tc.run(t, base)

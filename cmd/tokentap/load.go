@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -25,7 +26,7 @@ const defaultLoadRequests = 100
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "load",
-		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json]",
+		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--warmup <n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json]",
 		Short: "Sends streaming load to an LLM API and reports TTFT, tokens/s and inter-token latency per model",
 		Long: `
 Sends streaming chat requests to an OpenAI Chat Completions or Anthropic
@@ -42,6 +43,17 @@ that all share the same conditions.
 Load is closed-loop by default: --concurrency clients (default 1) each send
 their next request when the last one ends. --rate starts requests at a fixed
 rate instead, with --concurrency capping those in flight (default 256).
+--arrival poisson spaces --rate's requests by gaps drawn from a gamma
+distribution of mean 1/rate and shape --burstiness: 1 (the default) is a
+Poisson process, as independent users make; below 1 the requests come in
+bursts. --seed repeats the draws exactly. --warmup sends that many requests
+first and leaves them out of the report.
+
+--sweep runs the load at each level in turn, e.g. --sweep concurrency=1,2,4,8
+or --sweep rate=0.5,1,2,4 (with --arrival), each level a whole run (its
+warm-up included); the report has one table per level, or with --json
+{"sweep": ..., "levels": [report, ...]}.
+
 A run is always bounded: by --requests, --duration or both (with neither,
 100 requests). Requests in flight when --duration ends run to their end,
 each bounded by --timeout.
@@ -85,6 +97,11 @@ func addLoadFlags(cmd *cobra.Command) {
 	f.String("prompts", "", "file of prompts, one per line")
 	f.Int("max-tokens", 0, "output cap per request (max_completion_tokens / max_tokens); 0 sends none for OpenAI, 1024 for Anthropic")
 	f.StringArray("header", nil, `header for every request, "Name: value"; repeatable`)
+	f.String("arrival", "constant", "with --rate: constant, or poisson (gamma-distributed gaps, shape --burstiness)")
+	f.Float64("burstiness", 1, "with --arrival poisson: 1 is a Poisson process, below 1 burstier, above 1 more even")
+	f.String("seed", "0", "seed of the arrival draws (a whole number), to repeat a run exactly")
+	f.Int("warmup", 0, "requests sent first (per level with --sweep) and left out of the report")
+	f.String("sweep", "", "run each level in turn: concurrency=1,2,4,8 or rate=0.5,1,2,4")
 	f.Bool("json", false, "print the report as JSON instead of a table")
 }
 
@@ -93,6 +110,9 @@ func runLoad(ctx context.Context, fl caddycmd.Flags, out io.Writer) (int, error)
 	cfg, asJSON, err := loadConfig(fl)
 	if err != nil {
 		return failed(err)
+	}
+	if s := fl.String("sweep"); s != "" {
+		return runSweep(ctx, cfg, s, asJSON, out)
 	}
 	rep, err := loadgen.Run(ctx, cfg)
 	if err != nil {
@@ -110,6 +130,34 @@ func runLoad(ctx context.Context, fl caddycmd.Flags, out io.Writer) (int, error)
 	}
 	if rep.Total.Requests > 0 && rep.Total.Succeeded == 0 {
 		return 1, fmt.Errorf("every request failed (%d)", rep.Total.Requests)
+	}
+	return 0, nil
+}
+
+// runSweep runs cfg at each level of the --sweep flag s.
+func runSweep(ctx context.Context, cfg loadgen.Config, s string, asJSON bool, out io.Writer) (int, error) {
+	sw, err := loadgen.ParseSweep(s)
+	if err != nil {
+		return failed(err)
+	}
+	rep, err := loadgen.RunSweep(ctx, cfg, sw)
+	if err != nil {
+		return failed(err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteTable(out)
+	}
+	if err != nil {
+		return failed(fmt.Errorf("writing the report: %w", err))
+	}
+	for i, l := range rep.Levels {
+		if l.Total.Requests > 0 && l.Total.Succeeded == 0 {
+			return 1, fmt.Errorf("every request failed at %s %g", sw.Param, sw.Levels[i])
+		}
 	}
 	return 0, nil
 }
@@ -137,6 +185,12 @@ func loadConfig(fl caddycmd.Flags) (loadgen.Config, bool, error) {
 		Duration:    fl.Duration("duration"),
 		Timeout:     fl.Duration("timeout"),
 		MaxTokens:   fl.Int("max-tokens"),
+		Arrival:     loadgen.Arrival(strings.ToLower(fl.String("arrival"))),
+		Burstiness:  fl.Float64("burstiness"),
+		Warmup:      fl.Int("warmup"),
+	}
+	if cfg.Seed, err = strconv.ParseUint(fl.String("seed"), 10, 64); err != nil {
+		return loadgen.Config{}, false, fmt.Errorf("seed: %v", err)
 	}
 	if !fl.Changed("requests") && !fl.Changed("duration") {
 		cfg.Requests = defaultLoadRequests

@@ -135,6 +135,27 @@ func TestLoadCommand(t *testing.T) {
 			},
 		},
 		{
+			name: "a rate sweep, poisson, with warm-up, as JSON",
+			args: []string{"--url", base + "/v1", "--model", "a", "--sweep", "rate=40,80", "--arrival", "poisson", "--burstiness", "0.5", "--seed", "3", "--warmup", "2", "--requests", "4", "--json"},
+			check: func(t *testing.T, out string) {
+				var rep loadgen.SweepReport
+				if err := json.Unmarshal([]byte(out), &rep); err != nil {
+					t.Fatalf("%v in %s", err, out)
+				}
+				if rep.Sweep != "rate" || len(rep.Levels) != 2 || rep.Levels[0].Rate != 40 || rep.Levels[1].Rate != 80 {
+					t.Fatalf("sweep %+v", rep)
+				}
+				for _, l := range rep.Levels {
+					if l.Arrival != loadgen.ArrivalPoisson || l.Burstiness != 0.5 || l.Warmup != 2 || l.Total.Requests != 4 {
+						t.Errorf("level %+v: want poisson, burstiness 0.5, 2 warm-up and 4 counted requests", l)
+					}
+				}
+			},
+		},
+		{name: "a bad sweep", args: []string{"--url", base, "--model", "a", "--sweep", "users=1,2"}, wantCode: caddy.ExitCodeFailedStartup, wantErr: "want concurrency=1,2,4,8 or rate"},
+		{name: "a bad arrival", args: []string{"--url", base, "--model", "a", "--rate", "2", "--arrival", "wave"}, wantCode: caddy.ExitCodeFailedStartup, wantErr: `arrival must be "constant" or "poisson"`},
+		{name: "a bad seed", args: []string{"--url", base, "--model", "a", "--seed", "-1"}, wantCode: caddy.ExitCodeFailedStartup, wantErr: "seed"},
+		{
 			name:     "every request failed",
 			args:     []string{"--url", base + "/v1", "--model", "a", "--requests", "2", "--header", simulator.HeaderStatus + ": 503"},
 			wantCode: 1, wantErr: "every request failed",
