@@ -81,6 +81,10 @@ type Config struct {
 	Burstiness float64
 	Seed       uint64
 
+	// SLO, if set, is the objective the report's goodput holds each
+	// request to.
+	SLO SLO
+
 	// Warmup requests are sent first and not counted in the report: they
 	// open connections and warm caches. They are on top of Requests.
 	Warmup int

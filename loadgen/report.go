@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,8 @@ type Report struct {
 	// rate mode, else zero.
 	Concurrency int     `json:"concurrency"`
 	Rate        float64 `json:"rate,omitempty"`
+	// SLO is the objective of Goodput, when set: ttft in seconds, tps.
+	SLO *SLOReport `json:"slo,omitempty"`
 	// Arrival and Burstiness are the rate mode's spacing of requests;
 	// Warmup the requests sent first and left out of the report.
 	Arrival    Arrival `json:"arrival,omitempty"`
@@ -43,8 +46,14 @@ type Report struct {
 	// LateStarts counts rate-mode requests that started more than 10 ms
 	// behind schedule because Concurrency were already in flight: the
 	// rate asked for was not sustained.
-	LateStarts int           `json:"late_starts,omitempty"`
-	Models     []ModelReport `json:"models"`
+	LateStarts int `json:"late_starts,omitempty"`
+	// ClientCPUSeconds is the CPU time the generator's process used during
+	// the run, and ClientCPUShare that over the run's time on all the
+	// cores Go uses: near 1, the generator, not the endpoint, may be what
+	// limits the figures. Absent where the platform does not say.
+	ClientCPUSeconds float64       `json:"client_cpu_seconds,omitempty"`
+	ClientCPUShare   float64       `json:"client_cpu_share,omitempty"`
+	Models           []ModelReport `json:"models"`
 	// Total is every model together.
 	Total ModelReport `json:"total"`
 }
@@ -67,8 +76,12 @@ type ModelReport struct {
 	OutputTokens  int64 `json:"output_tokens"`
 	UsageReported int   `json:"usage_reported"`
 	// Throughput is OutputTokens over the run's elapsed time: what the
-	// endpoint delivered to all clients together.
+	// endpoint delivered to all clients together, the third of the
+	// report's three tokens/s (docs/BENCHMARKS.md, "Three tokens/s").
 	Throughput float64 `json:"throughput_tokens_per_second"`
+	// Goodput is the requests and tokens/s that met Config.SLO; absent
+	// without one.
+	Goodput *Goodput `json:"goodput,omitempty"`
 	// TimeToFirstToken (seconds) and OutputTokensPerSecond have one
 	// sample per completed request (Result.TimeToFirstToken and
 	// Result.OutputTokensPerSecond, when defined); InterTokenLatency
@@ -76,6 +89,10 @@ type ModelReport struct {
 	TimeToFirstToken      Quantiles `json:"time_to_first_token_seconds"`
 	OutputTokensPerSecond Quantiles `json:"output_tokens_per_second"`
 	InterTokenLatency     Quantiles `json:"inter_token_latency_seconds"`
+	// OutputTokensPerSecondE2E has one sample per completed request:
+	// output tokens over the whole request, time to first token included
+	// (Result.OutputTokensPerSecondE2E).
+	OutputTokensPerSecondE2E Quantiles `json:"output_tokens_per_second_e2e"`
 }
 
 // Quantiles summarise one measure over a run: the number of samples, their
@@ -124,14 +141,17 @@ func (s *series) quantiles() Quantiles {
 
 // modelStats accumulates one model's results.
 type modelStats struct {
-	report          ModelReport
-	ttft, tps, gaps *series
+	report               ModelReport
+	ttft, tps, gaps, e2e *series
+	slo                  SLO
+	met                  int
+	metTokens            int64
 }
 
 func newModelStats(model string) *modelStats {
 	return &modelStats{
 		report: ModelReport{Model: model, Errors: map[string]int{}},
-		ttft:   newSeries(), tps: newSeries(), gaps: newSeries(),
+		ttft:   newSeries(), tps: newSeries(), gaps: newSeries(), e2e: newSeries(),
 	}
 }
 
@@ -153,6 +173,13 @@ func (m *modelStats) add(r *Result) {
 	if tps := r.OutputTokensPerSecond(); tps > 0 {
 		m.tps.add(tps)
 	}
+	if tps := r.OutputTokensPerSecondE2E(); tps > 0 {
+		m.e2e.add(tps)
+	}
+	if m.slo.Set() && m.slo.Met(r) {
+		m.met++
+		m.metTokens += int64(r.OutputTokens)
+	}
 	for _, g := range r.Gaps {
 		m.gaps.add(g.Seconds())
 	}
@@ -166,6 +193,17 @@ func (m *modelStats) finish(elapsed time.Duration) ModelReport {
 	}
 	if elapsed > 0 {
 		rep.Throughput = float64(rep.OutputTokens) / elapsed.Seconds()
+	}
+	rep.OutputTokensPerSecondE2E = m.e2e.quantiles()
+	if m.slo.Set() {
+		g := &Goodput{Met: m.met}
+		if rep.Requests > 0 {
+			g.Attainment = float64(m.met) / float64(rep.Requests)
+		}
+		if elapsed > 0 {
+			g.TokenGoodput = float64(m.metTokens) / elapsed.Seconds()
+		}
+		rep.Goodput = g
 	}
 	rep.TimeToFirstToken = m.ttft.quantiles()
 	rep.OutputTokensPerSecond = m.tps.quantiles()
@@ -185,8 +223,10 @@ type aggregator struct {
 
 func newAggregator(cfg *Config) *aggregator {
 	a := &aggregator{cfg: cfg, models: map[string]*modelStats{}, total: newModelStats("")}
+	a.total.slo = cfg.SLO
 	for _, m := range cfg.Models {
 		a.models[m] = newModelStats(m)
+		a.models[m].slo = cfg.SLO
 	}
 	return a
 }
@@ -218,7 +258,7 @@ func (a *aggregator) report(start, now time.Time, late int) *Report {
 	elapsed := end.Sub(start)
 	rep := &Report{
 		API: a.cfg.API, URL: a.cfg.URL, Concurrency: a.cfg.Concurrency, Rate: a.cfg.Rate,
-		Arrival: a.cfg.Arrival, Burstiness: a.cfg.Burstiness, Warmup: a.cfg.Warmup,
+		Arrival: a.cfg.Arrival, Burstiness: a.cfg.Burstiness, Warmup: a.cfg.Warmup, SLO: sloReport(a.cfg.SLO),
 		Started: start, Elapsed: elapsed.Seconds(), LateStarts: late,
 		Total: a.total.finish(elapsed),
 	}
@@ -232,6 +272,18 @@ func (a *aggregator) report(start, now time.Time, late int) *Report {
 		}
 	}
 	return rep
+}
+
+// clientCPUWarn is the share of the machine's CPU over which the table
+// warns that the generator may be the bottleneck.
+const clientCPUWarn = 0.7
+
+// setClientCPU records the generator's CPU time over wall.
+func (rep *Report) setClientCPU(cpu, wall time.Duration) {
+	rep.ClientCPUSeconds = cpu.Seconds()
+	if wall > 0 {
+		rep.ClientCPUShare = cpu.Seconds() / (wall.Seconds() * float64(runtime.GOMAXPROCS(0)))
+	}
 }
 
 // WriteTable writes the report as an aligned table for a terminal:
@@ -253,11 +305,19 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if rep.LateStarts > 0 {
 		fmt.Fprintf(&b, " (%d started late: the rate was not sustained)", rep.LateStarts)
 	}
+	if rep.ClientCPUShare > clientCPUWarn {
+		fmt.Fprintf(&b, "\nwarning: the load generator used %.0f %% of the CPU: it may be the bottleneck, not the endpoint", 100*rep.ClientCPUShare)
+	}
 	b.WriteString("\n\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tok\tfailed\tout tokens\ttok/s total\t"+
-		"TTFT ms p50\tp95\tp99\ttok/s p50\tp95\tp99\tITL ms p50\tp95\tp99\t")
+	goodput := rep.Total.Goodput != nil
+	header := "model\tok\tfailed\tout tokens\ttok/s total\t" +
+		"TTFT ms p50\tp95\tp99\ttok/s p50\tp95\tp99\te2e tok/s p50\tITL ms p50\tp95\tp99\t"
+	if goodput {
+		header += "SLO met\tgoodput tok/s\t"
+	}
+	fmt.Fprintln(tw, header)
 	rows := rep.Models
 	if len(rows) > 1 {
 		total := rep.Total
@@ -265,14 +325,24 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		rows = append(slices.Clip(rows), total)
 	}
 	for _, m := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t",
 			m.Model, m.Succeeded, m.Failed, m.OutputTokens, m.Throughput,
 			ms(m.TimeToFirstToken, m.TimeToFirstToken.P50), ms(m.TimeToFirstToken, m.TimeToFirstToken.P95), ms(m.TimeToFirstToken, m.TimeToFirstToken.P99),
 			rate(m.OutputTokensPerSecond, m.OutputTokensPerSecond.P50), rate(m.OutputTokensPerSecond, m.OutputTokensPerSecond.P95), rate(m.OutputTokensPerSecond, m.OutputTokensPerSecond.P99),
+			rate(m.OutputTokensPerSecondE2E, m.OutputTokensPerSecondE2E.P50),
 			ms(m.InterTokenLatency, m.InterTokenLatency.P50), ms(m.InterTokenLatency, m.InterTokenLatency.P95), ms(m.InterTokenLatency, m.InterTokenLatency.P99))
+		if goodput && m.Goodput != nil {
+			fmt.Fprintf(tw, "%.1f%%\t%.1f\t", 100*m.Goodput.Attainment, m.Goodput.TokenGoodput)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	b.WriteString("\ntok/s total: every output token over the run's time (aggregate). tok/s: per request, after the first token\n" +
+		"((tokens - 1) / (last token - first token), as tokentap measures it). e2e tok/s: per request, tokens over the whole request.\n")
+	if goodput {
+		b.WriteString("goodput: the requests that met the SLO (" + sloText(rep.SLO) + "), their tokens over the run's time.\n")
 	}
 	var failures []string
 	for _, m := range rep.Models {

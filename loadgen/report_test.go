@@ -86,7 +86,7 @@ func TestAggregate(t *testing.T) {
 	}
 	rows := map[string][]string{}
 	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 14 {
+		if f := strings.Fields(line); len(f) == 15 {
 			rows[f[0]] = f
 		}
 	}
@@ -123,8 +123,8 @@ func TestTableWithoutSamples(t *testing.T) {
 		}
 	}
 	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 14 && f[0] == "m" {
-			if f[5] != "-" || f[13] != "-" {
+		if f := strings.Fields(line); len(f) == 15 && f[0] == "m" {
+			if f[5] != "-" || f[11] != "-" || f[14] != "-" {
 				t.Errorf("a model without samples shows figures: %q", f)
 			}
 			return

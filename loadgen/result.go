@@ -96,3 +96,13 @@ func (r *Result) OutputTokensPerSecond() float64 {
 	}
 	return float64(r.OutputTokens-1) / span.Seconds()
 }
+
+// OutputTokensPerSecondE2E is the rate the user waited for: output tokens
+// over the whole request, time to first token included. Zero without
+// output or an end.
+func (r *Result) OutputTokensPerSecondE2E() float64 {
+	if r.OutputTokens < 1 || r.End <= 0 {
+		return 0
+	}
+	return float64(r.OutputTokens) / r.End.Seconds()
+}

@@ -38,6 +38,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	var deadline time.Time
 	if cfg.Duration > 0 {
@@ -61,7 +62,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		closedLoop(ctx, &cfg, client, more, finish)
 	}
-	return agg.report(start, time.Now(), late), nil
+	rep := agg.report(start, time.Now(), late)
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		rep.setClientCPU(cpu1-cpu0, time.Since(start))
+	}
+	return rep, nil
 }
 
 // closedLoop runs cfg.Concurrency clients, each sending its next request

@@ -26,7 +26,7 @@ const defaultLoadRequests = 100
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "load",
-		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--warmup <n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json]",
+		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--warmup <n>] [--slo ttft=<d>,tps=<n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json]",
 		Short: "Sends streaming load to an LLM API and reports TTFT, tokens/s and inter-token latency per model",
 		Long: `
 Sends streaming chat requests to an OpenAI Chat Completions or Anthropic
@@ -48,6 +48,13 @@ distribution of mean 1/rate and shape --burstiness: 1 (the default) is a
 Poisson process, as independent users make; below 1 the requests come in
 bursts. --seed repeats the draws exactly. --warmup sends that many requests
 first and leaves them out of the report.
+
+The report gives three output tokens/s: per request after the first token
+(tok/s, tokentap's definition), per request over the whole request, time
+to first token included (e2e tok/s), and every token over the run's time
+(tok/s total). --slo ttft=500ms,tps=30 adds goodput: the share of requests
+that met it and their tokens over the run's time. The report warns when
+the generator itself used most of the CPU.
 
 --sweep runs the load at each level in turn, e.g. --sweep concurrency=1,2,4,8
 or --sweep rate=0.5,1,2,4 (with --arrival), each level a whole run (its
@@ -101,6 +108,7 @@ func addLoadFlags(cmd *cobra.Command) {
 	f.Float64("burstiness", 1, "with --arrival poisson: 1 is a Poisson process, below 1 burstier, above 1 more even")
 	f.String("seed", "0", "seed of the arrival draws (a whole number), to repeat a run exactly")
 	f.Int("warmup", 0, "requests sent first (per level with --sweep) and left out of the report")
+	f.String("slo", "", "objective for the report's goodput: ttft=500ms,tps=30 (either or both)")
 	f.String("sweep", "", "run each level in turn: concurrency=1,2,4,8 or rate=0.5,1,2,4")
 	f.Bool("json", false, "print the report as JSON instead of a table")
 }
@@ -188,6 +196,11 @@ func loadConfig(fl caddycmd.Flags) (loadgen.Config, bool, error) {
 		Arrival:     loadgen.Arrival(strings.ToLower(fl.String("arrival"))),
 		Burstiness:  fl.Float64("burstiness"),
 		Warmup:      fl.Int("warmup"),
+	}
+	if v := fl.String("slo"); v != "" {
+		if cfg.SLO, err = loadgen.ParseSLO(v); err != nil {
+			return loadgen.Config{}, false, err
+		}
 	}
 	if cfg.Seed, err = strconv.ParseUint(fl.String("seed"), 10, 64); err != nil {
 		return loadgen.Config{}, false, fmt.Errorf("seed: %v", err)
