@@ -75,6 +75,11 @@ type ModelReport struct {
 	// count.
 	OutputTokens  int64 `json:"output_tokens"`
 	UsageReported int   `json:"usage_reported"`
+	// OutputLengthMismatch counts the completed requests whose reported
+	// output length is not the Config.MaxTokens asked for: a model that
+	// stops early (or a server that ignores the cap) makes lengths, and so
+	// throughput, differ between the models compared.
+	OutputLengthMismatch int `json:"output_length_mismatch,omitempty"`
 	// Throughput is OutputTokens over the run's elapsed time: what the
 	// endpoint delivered to all clients together, the third of the
 	// report's three tokens/s (docs/BENCHMARKS.md, "Three tokens/s").
@@ -144,6 +149,7 @@ type modelStats struct {
 	report               ModelReport
 	ttft, tps, gaps, e2e *series
 	slo                  SLO
+	maxTokens            int
 	met                  int
 	metTokens            int64
 }
@@ -166,6 +172,9 @@ func (m *modelStats) add(r *Result) {
 	m.report.OutputTokens += int64(r.OutputTokens)
 	if r.UsageReported {
 		m.report.UsageReported++
+		if m.maxTokens > 0 && r.OutputTokens != m.maxTokens {
+			m.report.OutputLengthMismatch++
+		}
 	}
 	if ttft := r.TimeToFirstToken(); ttft > 0 {
 		m.ttft.add(ttft.Seconds())
@@ -223,10 +232,10 @@ type aggregator struct {
 
 func newAggregator(cfg *Config) *aggregator {
 	a := &aggregator{cfg: cfg, models: map[string]*modelStats{}, total: newModelStats("")}
-	a.total.slo = cfg.SLO
+	a.total.slo, a.total.maxTokens = cfg.SLO, cfg.MaxTokens
 	for _, m := range cfg.Models {
 		a.models[m] = newModelStats(m)
-		a.models[m].slo = cfg.SLO
+		a.models[m].slo, a.models[m].maxTokens = cfg.SLO, cfg.MaxTokens
 	}
 	return a
 }
@@ -352,6 +361,15 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	if len(failures) > 0 {
 		fmt.Fprintf(&b, "\nfailed: %s\n", strings.Join(failures, ", "))
+	}
+	var short []string
+	for _, m := range rep.Models {
+		if m.OutputLengthMismatch > 0 {
+			short = append(short, fmt.Sprintf("%s: %d of %d", m.Model, m.OutputLengthMismatch, m.UsageReported))
+		}
+	}
+	if len(short) > 0 {
+		fmt.Fprintf(&b, "\noutput length not the max tokens asked for: %s (their rates are not comparable)\n", strings.Join(short, ", "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -26,7 +26,7 @@ const defaultLoadRequests = 100
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "load",
-		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--warmup <n>] [--slo ttft=<d>,tps=<n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json]",
+		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--warmup <n>] [--input-tokens <mean>[,<stdev>]] [--slo ttft=<d>,tps=<n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json]",
 		Short: "Sends streaming load to an LLM API and reports TTFT, tokens/s and inter-token latency per model",
 		Long: `
 Sends streaming chat requests to an OpenAI Chat Completions or Anthropic
@@ -48,6 +48,11 @@ distribution of mean 1/rate and shape --burstiness: 1 (the default) is a
 Poisson process, as independent users make; below 1 the requests come in
 bursts. --seed repeats the draws exactly. --warmup sends that many requests
 first and leaves them out of the report.
+
+--input-tokens 500,100 makes prompts whose lengths are drawn from a normal
+distribution of mean 500 and standard deviation 100 tokens, each counted
+with --tokenizer (o200k_base, or cl100k_base); the report counts the
+requests whose reported output length is not the --max-tokens asked for.
 
 The report gives three output tokens/s: per request after the first token
 (tok/s, tokentap's definition), per request over the whole request, time
@@ -108,6 +113,8 @@ func addLoadFlags(cmd *cobra.Command) {
 	f.Float64("burstiness", 1, "with --arrival poisson: 1 is a Poisson process, below 1 burstier, above 1 more even")
 	f.String("seed", "0", "seed of the arrival draws (a whole number), to repeat a run exactly")
 	f.Int("warmup", 0, "requests sent first (per level with --sweep) and left out of the report")
+	f.String("input-tokens", "", "prompts of this many tokens, mean[,stdev] (counted with --tokenizer), instead of --prompts")
+	f.String("tokenizer", "o200k_base", "the encoding --input-tokens counts in: o200k_base or cl100k_base")
 	f.String("slo", "", "objective for the report's goodput: ttft=500ms,tps=30 (either or both)")
 	f.String("sweep", "", "run each level in turn: concurrency=1,2,4,8 or rate=0.5,1,2,4")
 	f.Bool("json", false, "print the report as JSON instead of a table")
@@ -197,14 +204,23 @@ func loadConfig(fl caddycmd.Flags) (loadgen.Config, bool, error) {
 		Burstiness:  fl.Float64("burstiness"),
 		Warmup:      fl.Int("warmup"),
 	}
+	if cfg.Seed, err = strconv.ParseUint(fl.String("seed"), 10, 64); err != nil {
+		return loadgen.Config{}, false, fmt.Errorf("seed: %v", err)
+	}
+	if v := fl.String("input-tokens"); v != "" {
+		if fl.String("prompts") != "" {
+			return loadgen.Config{}, false, fmt.Errorf("--input-tokens and --prompts: give one")
+		}
+		if cfg.Prompts, err = sizedPrompts(v, fl.String("tokenizer"), cfg.Requests+cfg.Warmup, cfg.Seed); err != nil {
+			return loadgen.Config{}, false, err
+		}
+	}
 	if v := fl.String("slo"); v != "" {
 		if cfg.SLO, err = loadgen.ParseSLO(v); err != nil {
 			return loadgen.Config{}, false, err
 		}
 	}
-	if cfg.Seed, err = strconv.ParseUint(fl.String("seed"), 10, 64); err != nil {
-		return loadgen.Config{}, false, fmt.Errorf("seed: %v", err)
-	}
+
 	if !fl.Changed("requests") && !fl.Changed("duration") {
 		cfg.Requests = defaultLoadRequests
 	}
@@ -222,6 +238,29 @@ func loadConfig(fl caddycmd.Flags) (loadgen.Config, bool, error) {
 		}
 	}
 	return cfg, fl.Bool("json"), nil
+}
+
+// maxSizedPrompts bounds the prompts --input-tokens makes: they are used in
+// turn, so a long run reuses them.
+const maxSizedPrompts = 1000
+
+// sizedPrompts reads --input-tokens mean[,stdev] and makes the prompts, one
+// per request up to maxSizedPrompts.
+func sizedPrompts(v, encoding string, requests int, seed uint64) ([]string, error) {
+	meanText, stdevText, _ := strings.Cut(v, ",")
+	mean, err := strconv.Atoi(strings.TrimSpace(meanText))
+	stdev := 0
+	if err == nil && stdevText != "" {
+		stdev, err = strconv.Atoi(strings.TrimSpace(stdevText))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--input-tokens %q: want mean[,stdev] in tokens, e.g. 500 or 500,100", v)
+	}
+	n := requests
+	if n <= 0 || n > maxSizedPrompts {
+		n = maxSizedPrompts
+	}
+	return loadgen.SizedPrompts(encoding, mean, stdev, n, seed)
 }
 
 // parseHeaders reads "Name: value" flags; a value may be empty, a name not.

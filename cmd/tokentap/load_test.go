@@ -23,6 +23,7 @@ import (
 
 	"github.com/tokentap/tokentap/loadgen"
 	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/tokencount"
 )
 
 // loadSimAddr is where the load command's tests serve the simulator: in the
@@ -152,6 +153,32 @@ func TestLoadCommand(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "sized prompts, and outputs shorter than asked for",
+			args: []string{"--url", base + "/v1", "--model", "a", "--input-tokens", "30", "--max-tokens", "8", "--requests", "3", "--json"},
+			check: func(t *testing.T, out string) {
+				var rep loadgen.Report
+				if err := json.Unmarshal([]byte(out), &rep); err != nil {
+					t.Fatalf("%v in %s", err, out)
+				}
+				// The simulator streams 5 tokens, not the 8 asked for.
+				if m := rep.Models[0]; m.OutputLengthMismatch != 3 {
+					t.Errorf("output_length_mismatch %d, want 3: %+v", m.OutputLengthMismatch, m)
+				}
+				c, err := tokencount.New("o200k_base")
+				if err != nil {
+					t.Fatal(err)
+				}
+				sim.mu.Lock()
+				defer sim.mu.Unlock()
+				for _, p := range sim.prompts[len(sim.prompts)-3:] {
+					if n := c.Tokens([]byte(p)); n != 30 {
+						t.Errorf("prompt %q is %d tokens, want 30", p, n)
+					}
+				}
+			},
+		},
+		{name: "bad input tokens", args: []string{"--url", base, "--model", "a", "--input-tokens", "many"}, wantCode: caddy.ExitCodeFailedStartup, wantErr: "want mean[,stdev]"},
 		{name: "a bad sweep", args: []string{"--url", base, "--model", "a", "--sweep", "users=1,2"}, wantCode: caddy.ExitCodeFailedStartup, wantErr: "want concurrency=1,2,4,8 or rate"},
 		{name: "a bad arrival", args: []string{"--url", base, "--model", "a", "--rate", "2", "--arrival", "wave"}, wantCode: caddy.ExitCodeFailedStartup, wantErr: `arrival must be "constant" or "poisson"`},
 		{name: "a bad seed", args: []string{"--url", base, "--model", "a", "--seed", "-1"}, wantCode: caddy.ExitCodeFailedStartup, wantErr: "seed"},
