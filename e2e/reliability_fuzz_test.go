@@ -49,6 +49,8 @@ var fuzzTargets = []fuzzTarget{
 	{pkg: "sse", name: "FuzzSplitter", decoder: "inject_usage's event boundaries (sse.Splitter)"},
 	{pkg: "injectusage", name: "FuzzStripper", decoder: "inject_usage's removal of the usage it asked for"},
 	{pkg: "cost", name: "FuzzLoadLiteLLM", decoder: "pricing files in LiteLLM's format"},
+	{pkg: "stats", name: "FuzzSnapshot", decoder: "other instances' sketches (tokentap stats --from)"},
+	{pkg: "drift", name: "FuzzObserve", decoder: "the slowdown detector's per-request values"},
 }
 
 // TestFuzzCoverage: every registered dialect and every streaming decoder
