@@ -105,6 +105,13 @@ func (d *Detector) Health() Health {
 				b.WriteString(" above")
 			}
 			b.WriteString(" its baseline of " + number(base[k]) + units[k])
+			// The flag rests on the evidence of every request since the
+			// sum began to grow; the median of the latest few can lag it
+			// at the start or lead it at the end, and saying so keeps the
+			// reason from contradicting the state.
+			if worse := change < 0 == (signalKind(k) == rate); !worse {
+				b.WriteString(" (the median of the latest requests does not show it yet, or no longer)")
+			}
 		}
 	case OK:
 		var judged []string
