@@ -203,8 +203,9 @@ func (r *row) initHealth(cfg *drift.Config) {
 	}
 }
 
-// reuse turns an idle row into key's row, keeping its slices' memory.
-func (r *row) reuse(key Key) {
+// reuse turns an idle row into key's row, keeping its slices' memory, with
+// a fresh detector for cfg. The caller holds r.mu.
+func (r *row) reuse(key Key, cfg *drift.Config) {
 	r.gen++
 	r.key = key
 	r.last = 0
@@ -216,6 +217,7 @@ func (r *row) reuse(key Key) {
 			r.inflight[w][i].reset(noEpoch)
 		}
 	}
+	r.initHealth(cfg)
 }
 
 // view merges the slices of window w that now (nanoseconds since the

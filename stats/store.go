@@ -158,8 +158,7 @@ func (s *Store) lookup(k *Key, h uint64, now int64, cfg *drift.Config) (*row, ui
 		s.nrows++
 		return r, r.gen
 	}
-	if r := s.reuseIdle(k, h, now); r != nil {
-		r.initHealth(cfg)
+	if r := s.reuseIdle(k, h, now, cfg); r != nil {
 		return r, r.gen
 	}
 	return s.overflow, 0
@@ -168,7 +167,7 @@ func (s *Store) lookup(k *Key, h uint64, now int64, cfg *drift.Config) (*row, ui
 // reuseIdle finds a row that has been idle for the longest window, moves it
 // to k and returns it, or records when the next row can go idle and
 // returns nil. The caller holds s.mu for writing.
-func (s *Store) reuseIdle(k *Key, h uint64, now int64) *row {
+func (s *Store) reuseIdle(k *Key, h uint64, now int64, cfg *drift.Config) *row {
 	earliest := int64(1<<63 - 1)
 	span := int64(windows[Window1h].slice) * int64(windows[Window1h].count+1)
 	for bucket, r := range s.rows {
@@ -191,7 +190,7 @@ func (s *Store) reuseIdle(k *Key, h uint64, now int64) *row {
 			} else {
 				prev.next = cur.next
 			}
-			cur.reuse(k.stored())
+			cur.reuse(k.stored(), cfg)
 			cur.next = s.rows[h]
 			s.rows[h] = cur
 			cur.mu.Unlock()
