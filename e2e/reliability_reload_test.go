@@ -175,10 +175,17 @@ func TestReliabilityReloads(t *testing.T) {
 			t.Fatalf("reload %d: %d %s", r, resp.StatusCode, msg)
 		}
 		slowest = max(slowest, time.Since(t0))
+		// A new stream starts halfway between two reloads, not at one: on
+		// Linux each config binds its own SO_REUSEPORT socket, and a
+		// connection the kernel queued on the old one as it closes is
+		// reset before Caddy accepts it (docs/RELIABILITY.md). That is
+		// the listener's, not a stream's; what this test checks is that
+		// streams under way survive the reloads.
+		time.Sleep(25 * time.Millisecond)
 		if r%5 == 0 {
 			start(reloadFirst + r/5)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond)
 	}
 	reloading := time.Since(began)
 	wg.Wait()
