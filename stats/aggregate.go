@@ -54,11 +54,11 @@ func (a *Aggregate) add(r *AggregateRow) {
 		return
 	}
 	have.Counts.add(r.Counts)
-	mergeSketches(&have.sketches, &r.sketches)
+	mergeSketches(have.sketches[:], r.sketches[:], newViewSketch)
 	mergeHealth(have, r)
 	for b := range r.inflight {
 		have.inflight[b].requests += r.inflight[b].requests
-		mergeInflightSketches(&have.inflight[b].sketches, &r.inflight[b].sketches)
+		mergeSketches(have.inflight[b].sketches[:], r.inflight[b].sketches[:], newInflightViewSketch)
 	}
 	if r.Series != nil {
 		have.Series = mergeSeries(have.Series, r.Series)
@@ -83,7 +83,7 @@ func (a *Aggregate) Merge(b *Aggregate) error {
 		}
 		for b := range r.inflight {
 			c.inflight[b].requests = r.inflight[b].requests
-			mergeInflightSketches(&c.inflight[b].sketches, &r.inflight[b].sketches)
+			mergeSketches(c.inflight[b].sketches[:], r.inflight[b].sketches[:], newInflightViewSketch)
 		}
 		a.add(c)
 	}

@@ -163,20 +163,7 @@ func (r *row) viewInflight(w Window, now int64, into *AggregateRow) {
 		}
 		for b := range sl.sketches {
 			into.inflight[b].requests += sl.requests[b]
-			mergeInflightSketches(&into.inflight[b].sketches, &sl.sketches[b])
+			mergeSketches(into.inflight[b].sketches[:], sl.sketches[b][:], newInflightViewSketch)
 		}
-	}
-}
-
-func mergeInflightSketches(into, from *[numInflightMetrics]*ddsketch.DDSketch) {
-	for i, sk := range from {
-		if sk == nil || sk.IsEmpty() {
-			continue
-		}
-		if into[i] == nil {
-			into[i] = newInflightViewSketch()
-		}
-		// One mapping for all in-flight sketches: merging cannot fail.
-		_ = into[i].MergeWith(sk)
 	}
 }

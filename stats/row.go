@@ -231,15 +231,6 @@ func (r *row) view(w Window, now int64, into *AggregateRow) {
 			continue
 		}
 		into.Counts.add(sl.counts)
-		for m, sk := range sl.sketches {
-			if sk == nil || sk.IsEmpty() {
-				continue
-			}
-			if into.sketches[m] == nil {
-				into.sketches[m] = newViewSketch()
-			}
-			// One mapping for all sketches: merging cannot fail.
-			_ = into.sketches[m].MergeWith(sk)
-		}
+		mergeSketches(into.sketches[:], sl.sketches[:], newViewSketch)
 	}
 }

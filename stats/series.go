@@ -65,7 +65,7 @@ func mergeSeries(a, b []SeriesSlice) []SeriesSlice {
 		default:
 			m := a[i]
 			m.Counts.add(b[j].Counts)
-			mergeSketches(&m.sketches, &b[j].sketches)
+			mergeSketches(m.sketches[:], b[j].sketches[:], newViewSketch)
 			out = append(out, m)
 			i, j = i+1, j+1
 		}
@@ -83,17 +83,18 @@ func copySlice(s *SeriesSlice) SeriesSlice {
 	return c
 }
 
-// mergeSketches merges each of from's sketches into into's.
-func mergeSketches(into, from *[NumMetrics]*ddsketch.DDSketch) {
-	for m, sk := range from {
-		if sk == nil {
+// mergeSketches merges each of from's sketches into the sketch of the same
+// index in into, making that one with view when it is nil. Every sketch of
+// a kind shares one mapping (decodeSketch checks those from elsewhere), so
+// merging cannot fail.
+func mergeSketches(into, from []*ddsketch.DDSketch, view func() *ddsketch.DDSketch) {
+	for i, sk := range from {
+		if sk == nil || sk.IsEmpty() {
 			continue
 		}
-		if into[m] == nil {
-			into[m] = newViewSketch()
+		if into[i] == nil {
+			into[i] = view()
 		}
-		// All sketches share one mapping (decodeSketch checks those from
-		// elsewhere), so merging cannot fail.
-		_ = into[m].MergeWith(sk)
+		_ = into[i].MergeWith(sk)
 	}
 }
