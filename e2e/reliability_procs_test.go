@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,4 +236,60 @@ func relErrorLines(out string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// tcpCounters are the kernel's counters of handshakes it dropped or had to
+// repeat (/proc/net/netstat, TcpExt), machine-wide: a stream that failed to
+// connect while they rose met a full accept queue or a lost SYN, the
+// machine's limit rather than the proxy's.
+type tcpCounters map[string]int64
+
+// tcpCounterNames are the counters tcpCounters keeps.
+var tcpCounterNames = []string{"ListenOverflows", "ListenDrops", "TCPReqQFullDrop", "TCPSynRetrans", "TCPTimeouts"}
+
+// readTCPCounters reads them; on a system without /proc/net/netstat the
+// result is empty and says so when printed.
+func readTCPCounters() tcpCounters {
+	out := tcpCounters{}
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return out
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "TcpExt:" || len(values) != len(names) {
+			continue
+		}
+		for j, n := range names[1:] {
+			if slices.Contains(tcpCounterNames, n) {
+				out[n], _ = strconv.ParseInt(values[j+1], 10, 64)
+			}
+		}
+	}
+	return out
+}
+
+// since is c less before, for the counters both have.
+func (c tcpCounters) since(before tcpCounters) tcpCounters {
+	out := tcpCounters{}
+	for n, v := range c {
+		if b, ok := before[n]; ok {
+			out[n] = v - b
+		}
+	}
+	return out
+}
+
+func (c tcpCounters) String() string {
+	if len(c) == 0 {
+		return "not available"
+	}
+	var parts []string
+	for _, n := range tcpCounterNames {
+		if v, ok := c[n]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", n, v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
