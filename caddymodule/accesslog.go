@@ -51,6 +51,7 @@ const (
 	logFinishReasons            = "finish_reasons"
 	logTraceID                  = "trace_id"
 	logSpanID                   = "span_id"
+	logProbe                    = "probe"
 )
 
 // logTokenNames are the members of each token count.
@@ -70,7 +71,7 @@ var logVarNames = [...]string{
 	logResponseID, logInputTokens, logOutputTokens, logCacheReadInputTokens,
 	logCacheCreationInputTokens, logReasoningOutputTokens, logUsageSource,
 	logTimeToFirstToken, logOutputTokensPerSecond, logOutcome, logErrorType,
-	logFinishReasons, logTraceID, logSpanID,
+	logFinishReasons, logTraceID, logSpanID, logProbe,
 }
 
 // logVarKeys maps each name of logVarNames to its placeholder, replPrefix
@@ -110,6 +111,9 @@ type logEntry struct {
 	traceID, spanID string
 	traceHex        [32]byte
 	spanHex         [16]byte
+	// probe is set on this process's probes (sink.Result.Probe); the
+	// member and the placeholder are left out otherwise.
+	probe bool
 }
 
 // newLogEntry copies what the log needs from a finished exchange.
@@ -126,6 +130,7 @@ func newLogEntry(r *sink.Result) *logEntry {
 		outcome:       m.Outcome.String(),
 		errorType:     m.ErrorType,
 		finishReasons: otelexport.FinishReasons(m),
+		probe:         r.Probe,
 	}
 	for k := range e.tokens {
 		n, ok := r.Tokens(sink.TokenKind(k))
@@ -192,6 +197,9 @@ func (e *logEntry) each(str func(name, v string), num func(name string, v int64)
 // entry.
 func (e *logEntry) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	e.each(enc.AddString, enc.AddInt64, enc.AddFloat64)
+	if e.probe {
+		enc.AddBool(logProbe, true)
+	}
 	if len(e.finishReasons) > 0 {
 		return enc.AddArray(logFinishReasons, zapcore.ArrayMarshalerFunc(func(arr zapcore.ArrayEncoder) error {
 			for _, r := range e.finishReasons {
@@ -239,6 +247,9 @@ func (accessLog) Record(r *sink.Result) {
 		func(name string, v int64) { repl.Set(logVarKeys[name], v) },
 		func(name string, v float64) { repl.Set(logVarKeys[name], v) },
 	)
+	if e.probe {
+		repl.Set(logVarKeys[logProbe], true)
+	}
 	if len(e.finishReasons) > 0 {
 		// A placeholder is a string: one reason per choice, in choice
 		// order, as the log's array has them.

@@ -42,6 +42,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		cost_from_estimates
 //		slo               [<model>] [ttft <duration>] [tps <tokens/s>] [duration <duration>]
 //		drift             [rate_drop <share>] [ttft_rise <share>] [evidence <nats>] [min_baseline <requests>]
+//		record            <file> [roll_size <size>] [roll_keep <n>]
 //	}
 //
 // label may be repeated, once per name; its value, and conversation_id's,
@@ -51,7 +52,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // objective.
 //
 // The directive is ordered before reverse_proxy. Put it in the same handle
-// block as the reverse_proxy it measures.
+// block as the reverse_proxy it measures. Probes of a route are the
+// tokentap_probe global option's (probe.go).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
 	if d.NextArg() {
@@ -125,6 +127,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := h.unmarshalCaptureContent(d); err != nil {
 				return err
 			}
+			continue
+		}
+		if opt == "record" {
+			c, err := unmarshalRecord(d)
+			if err != nil {
+				return err
+			}
+			h.Record = c
 			continue
 		}
 		if opt == "drift" {

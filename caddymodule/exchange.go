@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -75,11 +76,15 @@ type exchange struct {
 	// were in flight when this one's response began.
 	inflightAhead int64
 	overhead      time.Duration
+
+	// probe is set when the request carried this process's probe token
+	// (probe.go); the header is gone by the time the request goes on.
+	probe bool
 }
 
 func (h *Handler) begin(r *http.Request) *exchange {
 	start := time.Now()
-	x := &exchange{h: h, r: r}
+	x := &exchange{h: h, r: r, probe: takeProbeHeader(r.Header)}
 	switch d, ok := meter.DialectForPath(r.URL.Path); {
 	case h.dialect != nil:
 		x.info = *h.dialect
@@ -331,6 +336,7 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 		r.Host, r.Port = x.upstream()
 		r.Provider = x.provider(r.Host)
 		r.Labels = x.resolveLabels()
+		r.Route = originalPath(x.r)
 	})
 	x.safely("cost", func() { x.price(r) })
 	x.safely("slo", func() { x.judge(r) })
@@ -338,7 +344,17 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	x.safely("content", func() { r.Content = x.content(m) })
 	x.overhead += time.Since(end)
 	r.Inflight, r.InflightKnown, r.Overhead = x.inflightAhead, x.inflight != nil, x.overhead
+	r.Probe = x.probe
 	x.record(r)
+}
+
+// originalPath is the path the client asked for: handle_path strips its
+// prefix from r's, and Caddy keeps the request as it arrived.
+func originalPath(r *http.Request) string {
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		return orig.URL.Path
+	}
+	return r.URL.Path
 }
 
 // conversationID evaluates the conversation_id template for r.

@@ -155,6 +155,11 @@ type Handler struct {
 	// insufficient_data) against its own earlier requests. Default: the
 	// detector's defaults (docs/drift.md).
 	Drift *DriftConfig `json:"drift,omitempty"`
+	// Record writes a recording of the traffic: a JSON line per finished
+	// exchange with its arrival, route, API, model, lengths and
+	// measurements, and its prompt only when content capture is on, for
+	// `tokentap load --replay`. Default: none.
+	Record *RecordConfig `json:"record,omitempty"`
 
 	prices     *cost.Table
 	slos       *slo.Table
@@ -220,7 +225,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionCost(); err != nil {
 		return err
 	}
-	return h.provisionTelemetry(ctx)
+	if err := h.provisionTelemetry(ctx); err != nil {
+		return err
+	}
+	return h.provisionRecord()
 }
 
 // Validate rejects configurations that cannot work.

@@ -96,7 +96,8 @@ func (c *attrCache) hash(kvs []attribute.KeyValue) uint64 {
 		if kv.Value.Type() == attribute.STRING {
 			h.WriteString(kv.Value.AsString())
 		} else {
-			// Metric attributes are strings and ints only.
+			// Metric attributes are strings, ints and bools (tokentap.probe),
+			// whose raw value AsInt64 returns.
 			binary.LittleEndian.PutUint64(num[:], uint64(kv.Value.AsInt64()))
 			h.Write(num[:])
 		}

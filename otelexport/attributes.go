@@ -31,6 +31,7 @@ const (
 	attrCostUSD                 = attribute.Key("tokentap.cost.usd")
 	attrSLOMet                  = attribute.Key("tokentap.slo.met")
 	attrHealthState             = attribute.Key("tokentap.health.state")
+	attrProbe                   = attribute.Key("tokentap.probe")
 	// attrLangfuseCompletionStart is Langfuse's own, not tokentap's:
 	// Spans.Langfuse.
 	attrLangfuseCompletionStart = attribute.Key("langfuse.observation.completion_start_time")

@@ -256,6 +256,11 @@ func appendMetricAttributes(kvs []attribute.KeyValue, r *sink.Result) []attribut
 	for _, l := range r.Labels {
 		kvs = append(kvs, labelKey(l.Name).String(validUTF8(l.Value)))
 	}
+	if r.Probe {
+		// Present on probes only, so that client traffic keeps its
+		// series and a query can leave the probes out.
+		kvs = append(kvs, attrProbe.Bool(true))
+	}
 	return kvs
 }
 

@@ -60,6 +60,9 @@ func (s Spans) Record(r *sink.Result) {
 	if r.SLO != slo.NotJudged {
 		attrs = append(attrs, attrSLOMet.Bool(r.SLO == slo.Met))
 	}
+	if r.Probe {
+		attrs = append(attrs, attrProbe.Bool(true))
+	}
 	if s.Langfuse && m.FirstToken > 0 {
 		// Langfuse parses the value as JSON: a quoted timestamp.
 		attrs = append(attrs, attrLangfuseCompletionStart.String(

@@ -39,6 +39,9 @@ type Result struct {
 	// set none).
 	Host string
 	Port int
+	// Route is the path the client requested, before any handle_path
+	// stripped it, without the query (which can carry an API key).
+	Route string
 	// Labels are the configured labels, resolved for this request and
 	// capped, sorted by name.
 	Labels []Label
@@ -50,6 +53,11 @@ type Result struct {
 	// Overhead is the time the proxy spent measuring this exchange on
 	// the request's goroutine.
 	Overhead time.Duration
+	// Probe is set when the request was one of this process's probes
+	// (package probe): it is measured and filed like any other request, so
+	// that it gives its model's stats row a baseline, and marked so that
+	// spans, metrics and logs can tell it from client traffic.
+	Probe bool
 	// Cost is what the exchange cost in US dollars, when HasCost: the
 	// handler has a price for its model and its counts may be billed by.
 	// Unpriced is set when it has prices but none for this model.
