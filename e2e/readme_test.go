@@ -59,3 +59,64 @@ func TestReadmeCost(t *testing.T) {
 	}
 	newDocRun(t, path, nil).run(blocks)
 }
+
+// readmeReplayFiles are the files the README's replay section writes.
+var readmeReplayFiles = []string{"/tmp/tokentap-traffic*.jsonl", "/tmp/tokentap-trace.jsonl", "/tmp/tokentap-replay.html"}
+
+// TestReadmeReplay runs the README's "Compare models on your own traffic"
+// as written: tokentap recording the simulator's route, tokentap load as
+// the traffic, the recording as a mooncake trace, and its replay against
+// the other model with the HTML report.
+func TestReadmeReplay(t *testing.T) {
+	if testing.Short() || os.Getenv("TOKENTAP_BINARY") == "" && os.Getenv("TOKENTAP_REQUIRE_E2E") != "1" {
+		t.Skip("runs the documented commands (as root, in a network namespace): set TOKENTAP_REQUIRE_E2E=1, as .ci/run does")
+	}
+	clean := func() {
+		for _, pattern := range readmeReplayFiles {
+			names, _ := filepath.Glob(pattern)
+			for _, n := range names {
+				_ = os.Remove(n)
+			}
+		}
+	}
+	clean()
+	t.Cleanup(clean)
+	path := filepath.Join(testbin.RepoRoot(t), "README.md")
+	blocks, found := docReadSection(t, path, "Compare models on your own traffic")
+	if !found {
+		t.Fatal("README.md has no section \"Compare models on your own traffic\"")
+	}
+	out := newDocRun(t, path, nil).run(blocks)
+	var replayed bool
+	for i, b := range blocks {
+		if strings.Contains(b.text, "--replay") {
+			replayed = true
+			for _, want := range []string{"sim-fast  recorded", "sim-fast  sim-slow"} {
+				if !strings.Contains(string(out[i]), want) {
+					t.Errorf("the replay's table has no %q:\n%s", want, out[i])
+				}
+			}
+		}
+	}
+	if !replayed {
+		t.Fatal("the section no longer runs tokentap load --replay")
+	}
+	// The trace has the 40 recorded requests; the report names the
+	// recording and the candidate.
+	trace, err := os.ReadFile("/tmp/tokentap-trace.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(trace), "\n"); n != 40 || !strings.Contains(string(trace), `"input_length"`) {
+		t.Errorf("the mooncake trace has %d lines, want 40:\n%.300s", n, trace)
+	}
+	html, err := os.ReadFile("/tmp/tokentap-replay.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"recorded", "sim-slow", "sim-fast"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the HTML report does not name %q", want)
+		}
+	}
+}

@@ -51,6 +51,7 @@ var fuzzTargets = []fuzzTarget{
 	{pkg: "cost", name: "FuzzLoadLiteLLM", decoder: "pricing files in LiteLLM's format"},
 	{pkg: "stats", name: "FuzzSnapshot", decoder: "other instances' sketches (tokentap stats --from)"},
 	{pkg: "drift", name: "FuzzObserve", decoder: "the slowdown detector's per-request values"},
+	{pkg: "recording", name: "FuzzRead", decoder: "recordings and mooncake traces (tokentap load --replay)"},
 }
 
 // TestFuzzCoverage: every registered dialect and every streaming decoder

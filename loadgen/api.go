@@ -101,15 +101,26 @@ func readOpenAIEvent(data []byte, r *Result) eventKind {
 	kind := eventOther
 	ev.Get("choices").ForEach(func(_, c gjson.Result) bool {
 		d := c.Get("delta")
+		// Without a kept text the first output decides; with one, every
+		// kind of output in the delta is text to count.
 		for _, k := range []string{"content", "reasoning_content", "reasoning", "refusal"} {
-			if d.Get(k).String() != "" {
+			if s := d.Get(k).String(); s != "" {
 				kind = eventContent
-				return false
+				if r.text == nil {
+					return false
+				}
+				r.appendText(s)
 			}
 		}
 		if tc := d.Get("tool_calls"); tc.IsArray() && len(tc.Array()) > 0 {
 			kind = eventContent
-			return false
+			if r.text == nil {
+				return false
+			}
+			tc.ForEach(func(_, call gjson.Result) bool {
+				r.appendText(call.Get("function.arguments").String())
+				return true
+			})
 		}
 		return true
 	})
@@ -135,7 +146,8 @@ func readAnthropicEvent(typ, data []byte, r *Result) eventKind {
 	case "content_block_delta":
 		d := ev.Get("delta")
 		for _, k := range []string{"text", "thinking", "partial_json"} {
-			if d.Get(k).String() != "" {
+			if s := d.Get(k).String(); s != "" {
+				r.appendText(s)
 				return eventContent
 			}
 		}

@@ -26,15 +26,16 @@ const (
 
 // schedule gives the start offsets of a rate-mode run's requests.
 type schedule struct {
-	rate  float64
-	gamma *distuv.Gamma // nil: constant
-	at    float64       // the next request's offset, in seconds
-	seq   int
+	planned []Planned // a replay's, else nil
+	rate    float64
+	gamma   *distuv.Gamma // nil: constant
+	at      float64       // the next request's offset, in seconds
+	seq     int
 }
 
 // newSchedule returns cfg's schedule; cfg is validated.
 func newSchedule(cfg *Config) *schedule {
-	s := &schedule{rate: cfg.Rate}
+	s := &schedule{rate: cfg.Rate, planned: cfg.Schedule}
 	if cfg.Arrival == ArrivalPoisson {
 		b := cfg.Burstiness
 		// Mean alpha/beta = 1/rate, shape alpha = burstiness.
@@ -46,6 +47,16 @@ func newSchedule(cfg *Config) *schedule {
 // next returns the offset from the run's start at which the next request
 // is due.
 func (s *schedule) next() time.Duration {
+	if s.planned != nil {
+		// more() ends the run at the schedule's end, so past it nothing
+		// is due.
+		d := time.Duration(math.MaxInt64)
+		if s.seq < len(s.planned) {
+			d = s.planned[s.seq].At
+		}
+		s.seq++
+		return d
+	}
 	if s.gamma == nil {
 		d := time.Duration(float64(s.seq) * float64(time.Second) / s.rate)
 		s.seq++

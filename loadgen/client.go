@@ -45,9 +45,15 @@ func (t *timedReader) Read(p []byte) (int, error) {
 }
 
 // do sends request seq and reads its stream to the end.
-func do(ctx context.Context, cfg *Config, client *http.Client, seq int) *Result {
+// body, if not nil, is the request's body, made ahead of time (bodies).
+func do(ctx context.Context, cfg *Config, client *http.Client, seq int, body []byte) *Result {
 	r := &Result{Seq: seq, Model: cfg.model(seq)}
-	body := requestBody(cfg.API, r.Model, cfg.prompt(seq), cfg.MaxTokens)
+	if seq < len(cfg.Schedule) {
+		r.Group = cfg.Schedule[seq].Group
+	}
+	if body == nil {
+		body = cfg.body(seq)
+	}
 
 	run := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -83,7 +89,13 @@ func do(ctx context.Context, cfg *Config, client *http.Client, seq int) *Result 
 		r.fail(errHTTPPrefix+strconv.Itoa(res.StatusCode), string(bytes.TrimSpace(detail)))
 		return r
 	}
+	if cfg.counter != nil {
+		r.keepText()
+	}
 	r.read(run, cfg.API, res.Body)
+	if cfg.counter != nil {
+		r.countText(cfg.counter)
+	}
 	return r
 }
 

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/tokentap/tokentap/tokencount"
 )
 
 // API is the wire format the load generator speaks.
@@ -124,6 +126,20 @@ type Config struct {
 	// releases it).
 	Client *http.Client
 
+	// Schedule, if set, replays a recording: request i starts at
+	// Schedule[i].At from the run's start, with its prompt and output
+	// cap, whatever became of the earlier ones (at most Concurrency in
+	// flight, default DefaultRateInFlight). Requests defaults to, and may
+	// not exceed, len(Schedule); Rate and Warmup do not apply.
+	Schedule []Planned
+
+	// Tokenizer, if set, is the encoding ("o200k_base" or "cl100k_base")
+	// in which the output text of each completed request with usage
+	// reported is counted, for the report's usage_vs_tokenizer; empty
+	// counts nothing and keeps no text.
+	Tokenizer string
+	counter   *tokencount.Counter
+
 	// OnResult, if set, is called with every finished request, from the
 	// goroutine that ran it (so possibly concurrently), before the
 	// request is counted in the report. The Result is the callee's to keep.
@@ -160,10 +176,15 @@ func (cfg Config) validate() (Config, error) {
 	if math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) || cfg.Rate < 0 {
 		errs = append(errs, fmt.Errorf("rate must be a positive number of requests per second, got %v", cfg.Rate))
 	}
-	if cfg.Rate == 0 && cfg.Concurrency == 0 {
+	if cfg.Rate == 0 && len(cfg.Schedule) == 0 && cfg.Concurrency == 0 {
 		cfg.Concurrency = 1
 	}
-	if cfg.Rate > 0 && cfg.Concurrency == 0 {
+	if len(cfg.Schedule) > 0 {
+		if err := cfg.validateSchedule(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if (cfg.Rate > 0 || len(cfg.Schedule) > 0) && cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultRateInFlight
 	}
 	if cfg.Requests < 0 {
@@ -189,6 +210,11 @@ func (cfg Config) validate() (Config, error) {
 	}
 	if len(cfg.Prompts) == 0 {
 		cfg.Prompts = []string{DefaultPrompt}
+	}
+	if cfg.Tokenizer != "" {
+		if cfg.counter, err = tokencount.New(cfg.Tokenizer); err != nil {
+			errs = append(errs, fmt.Errorf("tokenizer: %w", err))
+		}
 	}
 	return cfg, errors.Join(errs...)
 }
@@ -225,6 +251,19 @@ func endpointURL(raw string, api API) (string, error) {
 	return u.String(), nil
 }
 
+// body is request seq's body.
+func (cfg *Config) body(seq int) []byte {
+	return requestBody(cfg.API, cfg.model(seq), cfg.prompt(seq), cfg.maxTokens(seq))
+}
+
+// maxTokens is the output cap of request seq.
+func (cfg *Config) maxTokens(seq int) int {
+	if seq < len(cfg.Schedule) && cfg.Schedule[seq].MaxTokens > 0 {
+		return cfg.Schedule[seq].MaxTokens
+	}
+	return cfg.MaxTokens
+}
+
 // model is the model of request seq.
 func (cfg *Config) model(seq int) string { return cfg.Models[seq%len(cfg.Models)] }
 
@@ -233,6 +272,9 @@ func (cfg *Config) model(seq int) string { return cfg.Models[seq%len(cfg.Models)
 func (cfg *Config) prompt(seq int) string {
 	if cfg.Prompt != nil {
 		return cfg.Prompt(seq)
+	}
+	if seq < len(cfg.Schedule) && cfg.Schedule[seq].Prompt != "" {
+		return cfg.Schedule[seq].Prompt
 	}
 	return cfg.Prompts[(seq/len(cfg.Models))%len(cfg.Prompts)]
 }

@@ -47,6 +47,9 @@ type Report struct {
 	// behind schedule because Concurrency were already in flight: the
 	// rate asked for was not sustained.
 	LateStarts int `json:"late_starts,omitempty"`
+	// Tokenizer is the encoding the models' usage_vs_tokenizer counted
+	// in (Config.Tokenizer); absent when none was.
+	Tokenizer string `json:"tokenizer,omitempty"`
 	// ClientCPUSeconds is the CPU time the generator's process used during
 	// the run, and ClientCPUShare that over the run's time on all the
 	// cores Go uses: near 1, the generator, not the endpoint, may be what
@@ -80,6 +83,10 @@ type ModelReport struct {
 	// stops early (or a server that ignores the cap) makes lengths, and so
 	// throughput, differ between the models compared.
 	OutputLengthMismatch int `json:"output_length_mismatch,omitempty"`
+	// UsageVsTokenizer sets the reported output tokens against the
+	// tokenizer's count of the streamed text; absent without a tokenizer
+	// or a request that reported usage (usagecheck.go).
+	UsageVsTokenizer *UsageVsTokenizer `json:"usage_vs_tokenizer,omitempty"`
 	// Throughput is OutputTokens over the run's elapsed time: what the
 	// endpoint delivered to all clients together, the third of the
 	// report's three tokens/s (docs/BENCHMARKS.md, "Three tokens/s").
@@ -98,6 +105,11 @@ type ModelReport struct {
 	// output tokens over the whole request, time to first token included
 	// (Result.OutputTokensPerSecondE2E).
 	OutputTokensPerSecondE2E Quantiles `json:"output_tokens_per_second_e2e"`
+	// Distribution is TimeToFirstToken and OutputTokensPerSecond at fixed
+	// probabilities, for a CDF; Timeline the requests over the run's time
+	// (distribution.go, timeline.go). Both are absent without a request.
+	Distribution *Distribution `json:"distribution,omitempty"`
+	Timeline     *Timeline     `json:"timeline,omitempty"`
 }
 
 // Quantiles summarise one measure over a run: the number of samples, their
@@ -148,6 +160,8 @@ func (s *series) quantiles() Quantiles {
 type modelStats struct {
 	report               ModelReport
 	ttft, tps, gaps, e2e *series
+	timeline             *timeline
+	usage                usageCheck
 	slo                  SLO
 	maxTokens            int
 	met                  int
@@ -158,11 +172,13 @@ func newModelStats(model string) *modelStats {
 	return &modelStats{
 		report: ModelReport{Model: model, Errors: map[string]int{}},
 		ttft:   newSeries(), tps: newSeries(), gaps: newSeries(), e2e: newSeries(),
+		timeline: newTimeline(),
 	}
 }
 
 func (m *modelStats) add(r *Result) {
 	m.report.Requests++
+	m.timeline.add(r)
 	if !r.OK() {
 		m.report.Failed++
 		m.report.Errors[r.ErrorKind]++
@@ -170,6 +186,7 @@ func (m *modelStats) add(r *Result) {
 	}
 	m.report.Succeeded++
 	m.report.OutputTokens += int64(r.OutputTokens)
+	m.usage.add(r)
 	if r.UsageReported {
 		m.report.UsageReported++
 		if m.maxTokens > 0 && r.OutputTokens != m.maxTokens {
@@ -194,7 +211,7 @@ func (m *modelStats) add(r *Result) {
 	}
 }
 
-func (m *modelStats) finish(elapsed time.Duration) ModelReport {
+func (m *modelStats) finish(start time.Time, elapsed time.Duration) ModelReport {
 	rep := m.report
 	rep.Errors = maps.Clone(rep.Errors)
 	if len(rep.Errors) == 0 {
@@ -217,6 +234,9 @@ func (m *modelStats) finish(elapsed time.Duration) ModelReport {
 	rep.TimeToFirstToken = m.ttft.quantiles()
 	rep.OutputTokensPerSecond = m.tps.quantiles()
 	rep.InterTokenLatency = m.gaps.quantiles()
+	rep.Distribution = m.distribution()
+	rep.UsageVsTokenizer = m.usage.report()
+	rep.Timeline = m.timeline.report(start)
 	return rep
 }
 
@@ -268,8 +288,8 @@ func (a *aggregator) report(start, now time.Time, late int) *Report {
 	rep := &Report{
 		API: a.cfg.API, URL: a.cfg.URL, Concurrency: a.cfg.Concurrency, Rate: a.cfg.Rate,
 		Arrival: a.cfg.Arrival, Burstiness: a.cfg.Burstiness, Warmup: a.cfg.Warmup, SLO: sloReport(a.cfg.SLO),
-		Started: start, Elapsed: elapsed.Seconds(), LateStarts: late,
-		Total: a.total.finish(elapsed),
+		Started: start, Elapsed: elapsed.Seconds(), LateStarts: late, Tokenizer: a.cfg.Tokenizer,
+		Total: a.total.finish(start, elapsed),
 	}
 	// In the order given, which is the order the user thinks of them in;
 	// a model named twice is reported once.
@@ -277,7 +297,7 @@ func (a *aggregator) report(start, now time.Time, late int) *Report {
 	for _, m := range a.cfg.Models {
 		if !seen[m] {
 			seen[m] = true
-			rep.Models = append(rep.Models, a.models[m].finish(elapsed))
+			rep.Models = append(rep.Models, a.models[m].finish(start, elapsed))
 		}
 	}
 	return rep
@@ -298,19 +318,8 @@ func (rep *Report) setClientCPU(cpu, wall time.Duration) {
 // WriteTable writes the report as an aligned table for a terminal:
 // durations in milliseconds, rates in tokens per second.
 func (rep *Report) WriteTable(w io.Writer) error {
-	mode := fmt.Sprintf("concurrency %d", rep.Concurrency)
-	if rep.Rate > 0 {
-		arrival := ""
-		if rep.Arrival == ArrivalPoisson {
-			arrival = fmt.Sprintf(" (poisson, burstiness %g)", rep.Burstiness)
-		}
-		mode = fmt.Sprintf("%g requests/s%s, at most %d in flight", rep.Rate, arrival, rep.Concurrency)
-	}
-	if rep.Warmup > 0 {
-		mode += fmt.Sprintf(", after %d warm-up requests", rep.Warmup)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s, %s, %d requests in %.1f s", rep.API, rep.URL, mode, rep.Total.Requests, rep.Elapsed)
+	fmt.Fprintf(&b, "%s %s, %s, %d requests in %.1f s", rep.API, rep.URL, rep.mode(), rep.Total.Requests, rep.Elapsed)
 	if rep.LateStarts > 0 {
 		fmt.Fprintf(&b, " (%d started late: the rate was not sustained)", rep.LateStarts)
 	}
@@ -353,6 +362,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if goodput {
 		b.WriteString("goodput: the requests that met the SLO (" + sloText(rep.SLO) + "), their tokens over the run's time.\n")
 	}
+	b.WriteString(usageLine(rep))
 	var failures []string
 	for _, m := range rep.Models {
 		for _, kind := range slices.Sorted(maps.Keys(m.Errors)) {
@@ -373,6 +383,22 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mode says how the load was sent, for a table's first line.
+func (rep *Report) mode() string {
+	mode := fmt.Sprintf("concurrency %d", rep.Concurrency)
+	if rep.Rate > 0 {
+		arrival := ""
+		if rep.Arrival == ArrivalPoisson {
+			arrival = fmt.Sprintf(" (poisson, burstiness %g)", rep.Burstiness)
+		}
+		mode = fmt.Sprintf("%g requests/s%s, at most %d in flight", rep.Rate, arrival, rep.Concurrency)
+	}
+	if rep.Warmup > 0 {
+		mode += fmt.Sprintf(", after %d warm-up requests", rep.Warmup)
+	}
+	return mode
 }
 
 func ms(q Quantiles, v float64) string {

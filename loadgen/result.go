@@ -27,7 +27,10 @@ type Result struct {
 	// report leaves out.
 	Warmup bool
 	Model  string
-	Start  time.Time
+	// Group is, in a replay, the recorded request's model: what the
+	// candidate's result is compared with (Planned.Group).
+	Group string
+	Start time.Time
 
 	// Status is the HTTP status, 0 when none arrived.
 	Status int
@@ -53,6 +56,16 @@ type Result struct {
 	// servers without usage stream).
 	OutputTokens  int
 	UsageReported bool
+
+	// TokenizerTokens is, when Config.Tokenizer is set and the request
+	// completed with usage reported, the tokenizer's count of the output
+	// text streamed (text, reasoning, refusal, tool-call arguments), to
+	// set against OutputTokens; zero otherwise. OutputTextCut marks a
+	// request whose text passed maxOutputText and so was not counted.
+	TokenizerTokens int
+	OutputTextCut   bool
+	tokenized       bool    // TokenizerTokens was counted
+	text            *[]byte // the output text while it streams, pooled
 
 	// FirstToken and LastToken are when the first and last content events
 	// arrived; End when the body ended.

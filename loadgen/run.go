@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	// A replay's requests are made ahead of their time, so that a burst
+	// of long prompts starts when recorded, not when built.
+	var ahead <-chan []byte
+	if len(cfg.Schedule) > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		ahead = bodies(&cfg, stop)
+	}
+
+	if cfg.counter != nil {
+		// The vocabulary loads before the clock starts, not under the
+		// first requests.
+		if err := cfg.counter.Load(); err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
+	}
 	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	var deadline time.Time
@@ -57,8 +74,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	var late int
-	if cfg.Rate > 0 {
-		late = openLoop(ctx, &cfg, client, start, more, finish)
+	if cfg.Rate > 0 || len(cfg.Schedule) > 0 {
+		late = openLoop(ctx, &cfg, client, start, ahead, more, finish)
 	} else {
 		closedLoop(ctx, &cfg, client, more, finish)
 	}
@@ -81,7 +98,7 @@ func closedLoop(ctx context.Context, cfg *Config, client *http.Client, more func
 				if !more(seq) {
 					return
 				}
-				finish(do(ctx, cfg, client, seq))
+				finish(do(ctx, cfg, client, seq, nil))
 			}
 		})
 	}
@@ -92,7 +109,10 @@ func closedLoop(ctx context.Context, cfg *Config, client *http.Client, more func
 // whatever became of the earlier ones, with at most cfg.Concurrency in
 // flight; a request that must wait for a slot starts late, and the number
 // of those that started more than lateStart behind schedule is returned.
-func openLoop(ctx context.Context, cfg *Config, client *http.Client, start time.Time, more func(int) bool, finish func(*Result)) int {
+//
+// ahead, if not nil, gives each request's body in turn, made before it is
+// due (bodies).
+func openLoop(ctx context.Context, cfg *Config, client *http.Client, start time.Time, ahead <-chan []byte, more func(int) bool, finish func(*Result)) int {
 	slots := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -103,6 +123,19 @@ func openLoop(ctx context.Context, cfg *Config, client *http.Client, start time.
 	sched := newSchedule(cfg)
 	for seq := 0; ; seq++ {
 		due := start.Add(sched.next())
+		if !more(seq) {
+			// Done by count (a replay's schedule ends here) or time,
+			// without waiting for a request that will not be sent.
+			return late
+		}
+		var body []byte
+		if ahead != nil {
+			select {
+			case body = <-ahead:
+			case <-ctx.Done():
+				return late
+			}
+		}
 		if d := time.Until(due); d > 0 {
 			timer.Reset(d)
 			select {
@@ -124,7 +157,7 @@ func openLoop(ctx context.Context, cfg *Config, client *http.Client, start time.
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			finish(do(ctx, cfg, client, seq))
+			finish(do(ctx, cfg, client, seq, body))
 		})
 	}
 }
@@ -139,4 +172,43 @@ func newClient(concurrency int) *http.Client {
 	t.IdleConnTimeout = 5 * time.Minute
 	t.DisableCompression = true
 	return &http.Client{Transport: t}
+}
+
+// bodiesAhead is how many request bodies bodies keeps made ahead: a
+// recorded burst larger than that starts as fast as they are made.
+const bodiesAhead = 256
+
+// bodies makes cfg's request bodies in order, ahead of their use, until
+// stop is closed; the channel holds bodiesAhead of them, and the first
+// ones (as many as it holds) are made before it is returned, so that a
+// run starting with a burst starts it on time.
+func bodies(cfg *Config, stop <-chan struct{}) <-chan []byte {
+	n := cfg.Requests
+	ch := make(chan []byte, min(n, bodiesAhead))
+	primed := make(chan struct{})
+	go func() {
+		defer func() {
+			select {
+			case <-primed:
+			default:
+				close(primed)
+			}
+		}()
+		for seq := range n {
+			select {
+			case ch <- cfg.body(seq):
+			case <-stop:
+				return
+			}
+			if len(ch) == cap(ch) {
+				select {
+				case <-primed:
+				default:
+					close(primed)
+				}
+			}
+		}
+	}()
+	<-primed
+	return ch
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/tokentap/tokentap/simulator"
 )
@@ -43,6 +44,15 @@ func TestRunTiming(t *testing.T) {
 				checkSpeed(t, level.Models[j], w)
 			}
 		}
+	})
+	t.Run("a replay of Mooncake's trace: every arrival within 5 ms, every recorded length", func(t *testing.T) {
+		late, lengths, recs := replayTiming(t, base)
+		for i := range recs {
+			if late[i] < 0 || late[i] > 5*time.Millisecond || lengths[i] != recs[i].OutputTokens {
+				t.Errorf("request %d: started %v after its offset, %d output tokens; want within 5 ms and %d", i, late[i], lengths[i], recs[i].OutputTokens)
+			}
+		}
+		t.Logf("start lateness: %v", late)
 	})
 	for _, tc := range boundsCases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ const defaultLoadRequests = 100
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "load",
-		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--warmup <n>] [--input-tokens <mean>[,<stdev>]] [--slo ttft=<d>,tps=<n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json]",
+		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--repeat <n>] [--warmup <n>] [--input-tokens <mean>[,<stdev>]] [--slo ttft=<d>,tps=<n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json] [--report <file>.html] [--replay <file>... [--time-scale <k>]]",
 		Short: "Sends streaming load to an LLM API and reports TTFT, tokens/s and inter-token latency per model",
 		Long: `
 Sends streaming chat requests to an OpenAI Chat Completions or Anthropic
@@ -61,10 +61,33 @@ to first token included (e2e tok/s), and every token over the run's time
 that met it and their tokens over the run's time. The report warns when
 the generator itself used most of the CPU.
 
+Where the server reported usage, the report also counts the streamed
+output text with --tokenizer and gives, per model, the reported and the
+counted output tokens and their relative difference (usage_vs_tokenizer).
+A model whose own tokenizer is not that one (Claude, Llama) differs by
+the tokenizers, which is not an error.
+
 --sweep runs the load at each level in turn, e.g. --sweep concurrency=1,2,4,8
 or --sweep rate=0.5,1,2,4 (with --arrival), each level a whole run (its
 warm-up included); the report has one table per level, or with --json
 {"sweep": ..., "levels": [report, ...]}.
+
+--repeat 5 runs the same load five times in turn, each a whole run (its
+warm-up included), repetition i with seed --seed + i (its arrivals and
+--input-tokens lengths drawn afresh), and reports per model the mean over
+the runs of TTFT and tok/s at p50 and p95 and of tok/s total, each ± the
+half-width of its 95 % Student-t interval: the variation from run to run,
+not within a run (one run gives no interval). With --json:
+{"repeat": 5, "seeds": [...], "runs": [report, ...], "summary": {...}}.
+--repeat does not combine with --sweep, --replay or --report.
+
+--replay <file> replays a recording (the tokentap directive's record
+option; name its rotated files too) or a mooncake trace against the one
+--model: each request at its recorded arrival times --time-scale, with its
+recorded prompt (when content was captured) or a prompt of its recorded
+input length, and its recorded output length as its cap. The report sets
+the recorded measurements and the candidate's side by side per recorded
+model; tokentap mooncake converts a recording to a mooncake trace.
 
 A run is always bounded: by --requests, --duration or both (with neither,
 100 requests). Requests in flight when --duration ends run to their end,
@@ -76,8 +99,11 @@ with newlines). --header adds a header to every request, e.g.
 --header "Authorization: Bearer $OPENAI_API_KEY" or
 --header "x-api-key: $ANTHROPIC_API_KEY".
 
-The report is a table on standard output, or JSON with --json. Ctrl-C
-stops the run and reports what finished. The exit status is 1 when every
+The report is a table on standard output, or JSON with --json; --report
+also writes it as one self-contained HTML file of charts (distributions,
+over the run's time, against load for a sweep). tokentap load compare
+sets reports written with --json side by side. Ctrl-C stops the run and
+reports what finished. The exit status is 1 when every
 request failed.
 
 Against the built-in simulator of the default Caddyfile, through tokentap:
@@ -86,6 +112,7 @@ Against the built-in simulator of the default Caddyfile, through tokentap:
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			addLoadFlags(cmd)
+			cmd.AddCommand(loadCompareCommand())
 			cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
@@ -114,20 +141,32 @@ func addLoadFlags(cmd *cobra.Command) {
 	f.String("seed", "0", "seed of the arrival draws (a whole number), to repeat a run exactly")
 	f.Int("warmup", 0, "requests sent first (per level with --sweep) and left out of the report")
 	f.String("input-tokens", "", "prompts of this many tokens, mean[,stdev] (counted with --tokenizer), instead of --prompts")
-	f.String("tokenizer", "o200k_base", "the encoding --input-tokens counts in: o200k_base or cl100k_base")
+	f.String("tokenizer", "o200k_base", "the encoding --input-tokens counts in, and the report's output tokens against usage: o200k_base, cl100k_base, or none (no count against usage; not with --input-tokens)")
 	f.String("slo", "", "objective for the report's goodput: ttft=500ms,tps=30 (either or both)")
 	f.String("sweep", "", "run each level in turn: concurrency=1,2,4,8 or rate=0.5,1,2,4")
 	f.Bool("json", false, "print the report as JSON instead of a table")
+	f.String("report", "", "also write the report as a self-contained HTML file of charts")
+	addReplayFlags(f)
+	addRepeatFlags(f)
 }
 
 // runLoad runs the load the flags describe and writes its report to out.
 func runLoad(ctx context.Context, fl caddycmd.Flags, out io.Writer) (int, error) {
+	if fl.Changed("repeat") {
+		return runRepeat(ctx, fl, out)
+	}
+	if files, _ := fl.GetStringArray("replay"); len(files) > 0 {
+		return runReplay(ctx, fl, files, out)
+	}
 	cfg, asJSON, err := loadConfig(fl)
 	if err != nil {
 		return failed(err)
 	}
+	if err := checkReportPath(fl.String("report")); err != nil {
+		return failed(err)
+	}
 	if s := fl.String("sweep"); s != "" {
-		return runSweep(ctx, cfg, s, asJSON, out)
+		return runSweep(ctx, cfg, s, asJSON, fl.String("report"), out)
 	}
 	rep, err := loadgen.Run(ctx, cfg)
 	if err != nil {
@@ -143,6 +182,9 @@ func runLoad(ctx context.Context, fl caddycmd.Flags, out io.Writer) (int, error)
 	if err != nil {
 		return failed(fmt.Errorf("writing the report: %w", err))
 	}
+	if err := writeLoadReport(fl.String("report"), rep, nil); err != nil {
+		return failed(err)
+	}
 	if rep.Total.Requests > 0 && rep.Total.Succeeded == 0 {
 		return 1, fmt.Errorf("every request failed (%d)", rep.Total.Requests)
 	}
@@ -150,7 +192,7 @@ func runLoad(ctx context.Context, fl caddycmd.Flags, out io.Writer) (int, error)
 }
 
 // runSweep runs cfg at each level of the --sweep flag s.
-func runSweep(ctx context.Context, cfg loadgen.Config, s string, asJSON bool, out io.Writer) (int, error) {
+func runSweep(ctx context.Context, cfg loadgen.Config, s string, asJSON bool, report string, out io.Writer) (int, error) {
 	sw, err := loadgen.ParseSweep(s)
 	if err != nil {
 		return failed(err)
@@ -168,6 +210,9 @@ func runSweep(ctx context.Context, cfg loadgen.Config, s string, asJSON bool, ou
 	}
 	if err != nil {
 		return failed(fmt.Errorf("writing the report: %w", err))
+	}
+	if err := writeLoadReport(report, nil, rep); err != nil {
+		return failed(err)
 	}
 	for i, l := range rep.Levels {
 		if l.Total.Requests > 0 && l.Total.Succeeded == 0 {
@@ -203,6 +248,15 @@ func loadConfig(fl caddycmd.Flags) (loadgen.Config, bool, error) {
 		Arrival:     loadgen.Arrival(strings.ToLower(fl.String("arrival"))),
 		Burstiness:  fl.Float64("burstiness"),
 		Warmup:      fl.Int("warmup"),
+		Tokenizer:   fl.String("tokenizer"),
+	}
+	if cfg.Tokenizer == "none" {
+		// Counting the output costs the generator CPU while other
+		// requests stream; a run at the edge of the machine can skip it.
+		if fl.String("input-tokens") != "" {
+			return loadgen.Config{}, false, fmt.Errorf("--input-tokens counts the prompts with --tokenizer: give o200k_base or cl100k_base")
+		}
+		cfg.Tokenizer = ""
 	}
 	if cfg.Seed, err = strconv.ParseUint(fl.String("seed"), 10, 64); err != nil {
 		return loadgen.Config{}, false, fmt.Errorf("seed: %v", err)
