@@ -2,127 +2,27 @@ package loadreport
 
 import (
 	"bytes"
-	"context"
 	"image"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/tokentap/tokentap/internal/headless"
 )
 
 // The HTML report is opened in a real headless Chromium, as the live
-// page's tests do (web/browser_test.go): CI installs it and sets
-// TOKENTAP_REQUIRE_BROWSER=1, so there a missing browser fails the test.
+// page is (internal/headless). It is self-contained, so a warning counts as
+// a problem and so does any request it makes.
 
-var chromiumCandidates = []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
-
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, c := range chromiumCandidates {
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
-	}
-	msg := "no Chromium found (looked for " + strings.Join(chromiumCandidates, ", ") + "); install it with `apt-get install -y chromium`"
-	if os.Getenv("TOKENTAP_REQUIRE_BROWSER") != "" {
-		t.Fatal(msg + ", and TOKENTAP_REQUIRE_BROWSER is set")
-	}
-	t.Skip(msg + "; set TOKENTAP_REQUIRE_BROWSER=1 to make this a failure")
-	return ""
-}
-
-// tab is a headless Chromium tab that records what the page logged and
-// every request it made.
-type tab struct {
-	ctx      context.Context
-	mu       sync.Mutex
-	problems []string
-	requests []string
-}
-
-func newTab(t *testing.T) *tab {
-	t.Helper()
-	path := chromiumPath(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1366, 768),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() {
-		cancelTab()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting Chromium (%s): %v", path, err)
-	}
-	tb := &tab{ctx: ctx}
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
-			tb.mu.Lock()
-			tb.requests = append(tb.requests, e.Request.URL)
-			tb.mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	messages := chromedp.Console(ctx)
-	go func() {
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.IsException() || m.Source == "security" || m.Source == "javascript" || m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning {
-				tb.mu.Lock()
-				tb.problems = append(tb.problems, string(m.Type)+" "+m.Source+": "+m.String())
-				tb.mu.Unlock()
-			}
-		}
-	}()
-	return tb
-}
-
-func run[T any](t *testing.T, tb *tab, what string, a chromedp.Action[T]) T {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, a)
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	return v
-}
-
-// artifact is where a screenshot goes: $TOKENTAP_ARTIFACTS, which CI
-// keeps, else the test's temporary directory.
-func artifact(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("TOKENTAP_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(dir, name)
-}
+// step is how long one browser step may take.
+const step = 30 * time.Second
 
 // drawnChart is a chart as Chromium laid it out.
 type drawnChart struct {
@@ -168,7 +68,7 @@ const readCharts = `[...document.querySelectorAll('figure[data-chart]')].map(f =
 var units = []string{"ms", "s", "%", "tokens/s", "concurrent clients", "requests/s"}
 
 func TestBrowserReport(t *testing.T) {
-	tb := newTab(t)
+	tb := headless.Open(t, headless.Options{Warnings: true, NetworkErrors: true})
 	for _, tc := range []struct {
 		name   string
 		file   string
@@ -206,14 +106,12 @@ func TestBrowserReport(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			tb.mu.Lock()
-			tb.problems, tb.requests = nil, nil
-			tb.mu.Unlock()
+			tb.Reset()
 			url := "file://" + path
-			run(t, tb, "opening "+url, chromedp.Navigate(url))
-			run(t, tb, "the page to load", chromedp.Poll[bool](`document.readyState === 'complete'`, chromedp.WithPollingTimeout(20*time.Second)))
+			headless.Run(t, tb, "opening "+url, step, chromedp.Navigate(url))
+			headless.Run(t, tb, "the page to load", step, chromedp.Poll[bool](`document.readyState === 'complete'`, chromedp.WithPollingTimeout(20*time.Second)))
 
-			charts := run(t, tb, "reading the charts", chromedp.Evaluate[[]drawnChart](readCharts))
+			charts := headless.Run(t, tb, "reading the charts", step, chromedp.Evaluate[[]drawnChart](readCharts))
 			if len(charts) != tc.charts {
 				t.Errorf("%d charts, want %d", len(charts), tc.charts)
 			}
@@ -251,19 +149,14 @@ func TestBrowserReport(t *testing.T) {
 
 			// What the window shows, kept, and each chart of the first
 			// panel: its lines must be on screen in their colours.
-			shot := run(t, tb, "screenshot", chromedp.CaptureScreenshot())
-			out := artifact(t, "loadreport-"+tc.file+".png")
-			if err := os.WriteFile(out, shot, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("screenshot: %s", out)
+			tb.Screenshot(t, "loadreport-"+tc.file+".png")
 			for i, c := range charts {
 				if c.Panel != charts[0].Panel {
 					break
 				}
 				sel := chromedp.CSSAll(`figure[data-chart] svg.chart`)
-				nodes := run(t, tb, "finding the charts", chromedp.Nodes(sel))
-				img := run(t, tb, "screenshot of "+c.Chart, chromedp.ScreenshotNodes(nodes[i:i+1], 1))
+				nodes := headless.Run(t, tb, "finding the charts", step, chromedp.Nodes(sel))
+				img := headless.Run(t, tb, "screenshot of "+c.Chart, step, chromedp.ScreenshotNodes(nodes[i:i+1], 1))
 				colours, err := pngColours(img)
 				if err != nil {
 					t.Fatalf("%s: %v", c.Chart, err)
@@ -280,16 +173,12 @@ func TestBrowserReport(t *testing.T) {
 
 			// Nothing went to the network, nothing was logged.
 			time.Sleep(200 * time.Millisecond) // events still on their way
-			tb.mu.Lock()
-			defer tb.mu.Unlock()
-			for _, r := range tb.requests {
+			for _, r := range tb.Requests() {
 				if r != url {
 					t.Errorf("the page requested %s", r)
 				}
 			}
-			for _, p := range tb.problems {
-				t.Errorf("the page logged: %s", p)
-			}
+			tb.CheckClean(t)
 		})
 	}
 }

@@ -3,102 +3,31 @@ package web_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/tokentap/tokentap/internal/headless"
 )
 
-// The browser tests drive a real headless Chromium. CI installs it and sets
-// TOKENTAP_REQUIRE_BROWSER=1, so there a missing browser fails the test
-// instead of skipping it quietly.
-
-// chromiumCandidates are where Debian, Ubuntu and Google put the browser.
-var chromiumCandidates = []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
-
-// chromiumPath finds a Chromium, or skips the test when there is none and
-// none is required.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, c := range chromiumCandidates {
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
-	}
-	msg := "no Chromium found (looked for " + strings.Join(chromiumCandidates, ", ") + "); install it with `apt-get install -y chromium`"
-	if os.Getenv("TOKENTAP_REQUIRE_BROWSER") != "" {
-		t.Fatal(msg + ", and TOKENTAP_REQUIRE_BROWSER is set")
-	}
-	t.Skip(msg + "; set TOKENTAP_REQUIRE_BROWSER=1 to make this a failure")
-	return ""
-}
+// The browser tests drive a real headless Chromium (internal/headless).
 
 // browser is one headless Chromium tab with what it logged.
 type browser struct {
+	*headless.Tab
 	ctx context.Context
-
-	mu       sync.Mutex
-	problems []string // exceptions, CSP violations and script errors
 }
 
-// newBrowser starts Chromium with a fresh profile and a 1366x768 window,
-// the laptop screen the page is laid out for. The flags keep it off the
-// network (this machine has none, and Chromium would keep trying) and let it
-// run as root in a container.
+// newBrowser opens the tab. Failed requests are not problems here: the
+// tests provoke those on purpose and check the page's own message instead.
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	path := chromiumPath(t)
-	profile := t.TempDir() // removed after the browser has exited (cleanups run in reverse)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1366, 768),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() {
-		cancelTab()
-		cancelAlloc()
-	})
-	// The first Run starts the browser and binds it to ctx, which has no
-	// deadline; each step gets its own below.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting Chromium (%s): %v", path, err)
-	}
-	b := &browser{ctx: ctx}
-	messages := chromedp.Console(ctx)
-	go func() {
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			// Failed requests are logged by the network source; the
-			// tests provoke those on purpose and check the page's
-			// own message instead.
-			if m.IsException() || m.Source == "security" || m.Source == "javascript" ||
-				(m.Type == chromedp.ConsoleError && m.Source != "network") {
-				b.mu.Lock()
-				b.problems = append(b.problems, string(m.Type)+" "+m.Source+": "+m.String())
-				b.mu.Unlock()
-			}
-		}
-	}()
-	return b
+	tb := headless.Open(t, headless.Options{})
+	return &browser{Tab: tb, ctx: tb.Ctx}
 }
 
 // do runs steps with a deadline, so a page that never reaches the expected
@@ -166,17 +95,6 @@ func (b *browser) navigate(t *testing.T, url, referrer string) {
 	b.waitFor(t, "the page to load", `document.readyState === 'complete' && location.href.startsWith(`+jsString(strings.SplitN(url, "?", 2)[0])+`)`, 20*time.Second)
 }
 
-// checkClean fails the test if the page threw, broke its CSP or logged a
-// script error.
-func (b *browser) checkClean(t *testing.T) {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, p := range b.problems {
-		t.Errorf("the page logged a problem: %s", p)
-	}
-}
-
 // renderedRow is one row of the comparison table as the page shows it.
 type renderedRow struct {
 	Provider string                  `json:"provider"`
@@ -213,31 +131,6 @@ func models(rs []renderedRow) []string {
 		}
 	}
 	return out
-}
-
-// screenshot saves what the 1366x768 window shows as a PNG test artefact:
-// into $TOKENTAP_ARTIFACTS when it is set (CI keeps that directory), else
-// into the test's temporary directory. It returns the path, which it logs.
-func (b *browser) screenshot(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("TOKENTAP_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", path)
-	return path
 }
 
 // jsString quotes s as a JavaScript string literal.

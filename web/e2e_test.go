@@ -222,8 +222,8 @@ func TestPageEndToEnd(t *testing.T) {
 		}
 	})
 
-	b.screenshot(t, "tokentap-page.png")
-	b.checkClean(t)
+	b.Screenshot(t, "tokentap-page.png")
+	b.CheckClean(t)
 }
 
 // driveStreams sends e2eStreams streams per model through the proxy, a few

@@ -391,7 +391,7 @@ func TestPage(t *testing.T) {
 				}
 			}
 			if os.Getenv("TOKENTAP_ARTIFACTS") != "" {
-				b.screenshot(t, "page-series.png")
+				b.Screenshot(t, "page-series.png")
 			}
 			api.serve(fixture)
 			b.waitFor(t, "the fixture again", `document.querySelector('#series-tps .nodata') !== null`, 10*time.Second)
@@ -420,7 +420,7 @@ func TestPage(t *testing.T) {
 			}
 			if os.Getenv("TOKENTAP_ARTIFACTS") != "" {
 				eval[bool](t, b, `(document.getElementById('series-title').scrollIntoView(), true)`)
-				b.screenshot(t, "page-inflight.png")
+				b.Screenshot(t, "page-inflight.png")
 				eval[bool](t, b, `(window.scrollTo(0, 0), true)`)
 			}
 			api.serve(fixture)
@@ -476,7 +476,7 @@ func TestPage(t *testing.T) {
 				t.Errorf("requests of %s not refreshed: %+v", refreshed.Rows[2].Model, got)
 			}
 			if os.Getenv("TOKENTAP_ARTIFACTS") != "" {
-				b.screenshot(t, "page-fixture.png")
+				b.Screenshot(t, "page-fixture.png")
 			}
 		}},
 		{"an API error shows a message and keeps the last rows, marked stale", func(t *testing.T) {
@@ -536,7 +536,7 @@ func TestPage(t *testing.T) {
 			break // the later steps build on this one
 		}
 	}
-	b.checkClean(t)
+	b.CheckClean(t)
 	guard.check(t)
 }
 

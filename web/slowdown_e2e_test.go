@@ -175,8 +175,8 @@ func TestPageSlowdownEndToEnd(t *testing.T) {
 	})
 
 	eval[bool](t, b, `(document.getElementById('series-title').scrollIntoView(), true)`)
-	b.screenshot(t, "tokentap-page-slowdown-charts.png")
+	b.Screenshot(t, "tokentap-page-slowdown-charts.png")
 	eval[bool](t, b, `(window.scrollTo(0, 0), true)`)
-	b.screenshot(t, "tokentap-page-slowdown.png")
-	b.checkClean(t)
+	b.Screenshot(t, "tokentap-page-slowdown.png")
+	b.CheckClean(t)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -172,14 +171,7 @@ func runLoad(ctx context.Context, fl caddycmd.Flags, out io.Writer) (int, error)
 	if err != nil {
 		return failed(err)
 	}
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteTable(out)
-	}
-	if err != nil {
+	if err := writeOutput(out, asJSON, rep); err != nil {
 		return failed(fmt.Errorf("writing the report: %w", err))
 	}
 	if err := writeLoadReport(fl.String("report"), rep, nil); err != nil {
@@ -201,14 +193,7 @@ func runSweep(ctx context.Context, cfg loadgen.Config, s string, asJSON bool, re
 	if err != nil {
 		return failed(err)
 	}
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteTable(out)
-	}
-	if err != nil {
+	if err := writeOutput(out, asJSON, rep); err != nil {
 		return failed(fmt.Errorf("writing the report: %w", err))
 	}
 	if err := writeLoadReport(report, nil, rep); err != nil {

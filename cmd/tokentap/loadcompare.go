@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -73,14 +72,7 @@ func runCompare(args []string, fl caddycmd.Flags, out io.Writer) (int, error) {
 	if err != nil {
 		return failed(err)
 	}
-	if fl.Bool("json") {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(c)
-	} else {
-		err = c.WriteTable(out)
-	}
-	if err != nil {
+	if err := writeOutput(out, fl.Bool("json"), c); err != nil {
 		return failed(fmt.Errorf("writing the comparison: %w", err))
 	}
 	if report != "" {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,4 +73,15 @@ func writeLoadReport(path string, rep *loadgen.Report, sweep *loadgen.SweepRepor
 		title += ": " + strings.Join(models, ", ") + " at " + first.URL
 	}
 	return writeReportFile(path, title, []loadreport.Run{run})
+}
+
+// writeOutput writes a report to stdout as indented JSON (--json) or as
+// its table.
+func writeOutput(out io.Writer, asJSON bool, rep interface{ WriteTable(io.Writer) error }) error {
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteTable(out)
 }

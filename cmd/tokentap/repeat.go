@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -60,14 +59,7 @@ func runRepeat(ctx context.Context, fl caddycmd.Flags, out io.Writer) (int, erro
 	if err != nil {
 		return failed(err)
 	}
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rr)
-	} else {
-		err = rr.WriteTable(out)
-	}
-	if err != nil {
+	if err := writeOutput(out, asJSON, rr); err != nil {
 		return failed(fmt.Errorf("writing the report: %w", err))
 	}
 	for i, rep := range rr.Runs {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -49,14 +48,7 @@ func runReplay(ctx context.Context, fl caddycmd.Flags, files []string, out io.Wr
 	if err != nil {
 		return failed(err)
 	}
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rr)
-	} else {
-		err = rr.WriteTable(out)
-	}
-	if err != nil {
+	if err := writeOutput(out, asJSON, rr); err != nil {
 		return failed(fmt.Errorf("writing the report: %w", err))
 	}
 	if path := fl.String("report"); path != "" {
