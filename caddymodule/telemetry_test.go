@@ -21,7 +21,7 @@ import (
 // every final flush would wait for the exporter's timeout. (An init, not
 // TestMain, so that this file owns the setting.)
 func init() {
-	otelexport.MetricReadersOverride = func() []sdkmetric.Reader { return nil }
+	otelexport.MetricReadersOverride = func(...sdkmetric.ReaderOption) []sdkmetric.Reader { return nil }
 }
 
 // withoutOverride runs a test against the TracerProvider that the

@@ -37,8 +37,11 @@ func TestHistogramAggregationFromEnv(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			withoutMeterOverride(t)
 			t.Setenv(histogramAggregationEnv, tt.value)
-			push := sdkmetric.NewManualReader()
-			MetricReadersOverride = func() []sdkmetric.Reader { return []sdkmetric.Reader{push} }
+			var push *sdkmetric.ManualReader
+			MetricReadersOverride = func(opts ...sdkmetric.ReaderOption) []sdkmetric.Reader {
+				push = sdkmetric.NewManualReader(manualOptions(opts)...)
+				return []sdkmetric.Reader{push}
+			}
 			core, logs := observer.New(zapcore.WarnLevel)
 			p, release, err := AcquireMeterProvider(context.Background(), zap.New(core))
 			if err != nil {

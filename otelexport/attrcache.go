@@ -49,6 +49,9 @@ type attrEntry struct {
 // set as the counters take it, sloMet and sloMissed the same with
 // tokentap.slo.met.
 type recordOpts struct {
+	// set is the histograms' attribute set, for the chunk gaps, which
+	// tokentap aggregates itself.
+	set                    attribute.Set
 	all, input, output     [1]metric.RecordOption
 	add, sloMet, sloMissed [1]metric.AddOption
 }
@@ -109,7 +112,8 @@ func (c *attrCache) hash(kvs []attribute.KeyValue) uint64 {
 func newRecordOpts(kvs []attribute.KeyValue) recordOpts {
 	var o recordOpts
 	// NewSet sorts its argument, so each set gets a copy of its own.
-	all := metric.WithAttributeSet(attribute.NewSet(slices.Clone(kvs)...))
+	o.set = attribute.NewSet(slices.Clone(kvs)...)
+	all := metric.WithAttributeSet(o.set)
 	o.all[0], o.add[0] = all, all
 	withType := func(t attribute.KeyValue) metric.RecordOption {
 		return metric.WithAttributeSet(attribute.NewSet(append(slices.Clone(kvs), t)...))

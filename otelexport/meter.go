@@ -49,8 +49,9 @@ type MeterPipeline struct {
 // stays. Tests set it so that the handlers they provision push metrics to
 // no OTLP endpoint, or to a reader of their own; a func, because a reader
 // belongs to one provider and the provider is rebuilt after the last
-// release.
-var MetricReadersOverride func() []sdkmetric.Reader
+// release. Its readers are cumulative and take opts, which hand them the
+// histograms tokentap aggregates itself (chunkgaps.go).
+var MetricReadersOverride func(opts ...sdkmetric.ReaderOption) []sdkmetric.Reader
 
 // AcquireMeterProvider returns the shared meter pipeline, building it on
 // first use, and a release function to call once the caller is done with
@@ -71,19 +72,33 @@ func AcquireMeterProvider(ctx context.Context, logger *zap.Logger) (*MeterPipeli
 // exporters OTEL_METRICS_EXPORTER names (OTLP over gRPC by default).
 func newMeterPipeline(ctx context.Context, logger *zap.Logger) (*MeterPipeline, error) {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
-		ins, err := newMetricInstruments(noop.NewMeterProvider(), false)
+		ins, err := newMetricInstruments(noop.NewMeterProvider(), false, nil)
 		if err != nil {
 			return nil, err
 		}
 		return &MeterPipeline{Instruments: ins}, nil
 	}
 
+	// With explicit buckets, tokentap aggregates the chunk gaps itself
+	// and every reader takes them from a producer (chunkgaps.go).
+	views := histogramViews(logger)
+	var gaps *gapHistogram
+	if views == nil {
+		gaps = newGapHistogram()
+	}
+	producerFor := func(t metricdata.Temporality) []sdkmetric.ReaderOption {
+		if gaps == nil {
+			return nil
+		}
+		return []sdkmetric.ReaderOption{sdkmetric.WithProducer(gaps.producer(t))}
+	}
+
 	var readers []sdkmetric.Reader
 	if MetricReadersOverride != nil {
-		readers = MetricReadersOverride()
+		readers = MetricReadersOverride(producerFor(metricdata.CumulativeTemporality)...)
 	} else {
 		for _, name := range metricExporterNames() {
-			r, err := newMetricReader(ctx, name, logger)
+			r, err := newMetricReader(ctx, name, logger, producerFor)
 			if err != nil {
 				for _, built := range readers {
 					_ = built.Shutdown(ctx)
@@ -97,7 +112,7 @@ func newMeterPipeline(ctx context.Context, logger *zap.Logger) (*MeterPipeline, 
 	}
 
 	var reg collectorCapture
-	prom, err := otelprom.New(
+	promOpts := []otelprom.Option{
 		otelprom.WithRegisterer(&reg),
 		// The translation is pinned so that /metrics names do not change
 		// with the exporter's defaults: gen_ai_client_operation_duration_seconds.
@@ -106,7 +121,11 @@ func newMeterPipeline(ctx context.Context, logger *zap.Logger) (*MeterPipeline, 
 		// OpenTelemetry exporter in the same registry would fail the whole
 		// scrape. The scrape target already identifies the instance.
 		otelprom.WithoutTargetInfo(),
-	)
+	}
+	if gaps != nil {
+		promOpts = append(promOpts, otelprom.WithProducer(gaps.producer(metricdata.CumulativeTemporality)))
+	}
+	prom, err := otelprom.New(promOpts...)
 	if err != nil {
 		for _, r := range readers {
 			_ = r.Shutdown(ctx)
@@ -120,12 +139,12 @@ func newMeterPipeline(ctx context.Context, logger *zap.Logger) (*MeterPipeline, 
 		logger.Warn("building the OpenTelemetry resource", zap.Error(err))
 	}
 	opts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom),
-		sdkmetric.WithView(histogramViews(logger)...)}
+		sdkmetric.WithView(views...)}
 	for _, r := range readers {
 		opts = append(opts, sdkmetric.WithReader(r))
 	}
 	mp := sdkmetric.NewMeterProvider(opts...)
-	ins, err := newMetricInstruments(mp, true)
+	ins, err := newMetricInstruments(mp, true, gaps)
 	if err != nil {
 		_ = mp.Shutdown(ctx)
 		return nil, err
@@ -245,7 +264,10 @@ func metricExporterNames() []string { return exporterList("OTEL_METRICS_EXPORTER
 
 // newMetricReader builds the push reader of one exporter name; nil for
 // the names that push nothing.
-func newMetricReader(ctx context.Context, name string, logger *zap.Logger) (sdkmetric.Reader, error) {
+//
+// producerFor gives the reader's options for its exporter's temporality of
+// histograms.
+func newMetricReader(ctx context.Context, name string, logger *zap.Logger, producerFor func(metricdata.Temporality) []sdkmetric.ReaderOption) (sdkmetric.Reader, error) {
 	var exp sdkmetric.Exporter
 	var err error
 	switch name {
@@ -279,7 +301,11 @@ func newMetricReader(ctx context.Context, name string, logger *zap.Logger) (sdkm
 	// The periodic reader exports on its own goroutine, every
 	// OTEL_METRIC_EXPORT_INTERVAL (60 s) within OTEL_METRIC_EXPORT_TIMEOUT
 	// (30 s), both read by the SDK: recording never waits for an export.
-	return sdkmetric.NewPeriodicReader(&loggedExporter{Exporter: exp, log: exportLog{logger: logger, every: time.Minute}}), nil
+	var opts []sdkmetric.PeriodicReaderOption
+	for _, o := range producerFor(exp.Temporality(sdkmetric.InstrumentKindHistogram)) {
+		opts = append(opts, o)
+	}
+	return sdkmetric.NewPeriodicReader(&loggedExporter{Exporter: exp, log: exportLog{logger: logger, every: time.Minute}}, opts...), nil
 }
 
 // metricsProtocol is the OTLP transport for metrics, gRPC by default as for

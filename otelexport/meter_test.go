@@ -27,7 +27,7 @@ import (
 // TestMain, so that this file owns the setting.) Tests of the exporters
 // themselves clear it with withoutMeterOverride.
 func init() {
-	MetricReadersOverride = func() []sdkmetric.Reader { return nil }
+	MetricReadersOverride = func(...sdkmetric.ReaderOption) []sdkmetric.Reader { return nil }
 }
 
 // withoutMeterOverride runs a test against the real pipeline construction,

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
 
-	"github.com/tokentap/tokentap/meter"
 	"github.com/tokentap/tokentap/sink"
 	"github.com/tokentap/tokentap/slo"
 )
@@ -71,10 +69,13 @@ type Instruments struct {
 	// no attribute set is built for nothing.
 	enabled bool
 
-	duration              metric.Float64Histogram
-	tokenUsage            metric.Int64Histogram
-	timeToFirstChunk      metric.Float64Histogram
-	timePerChunk          metric.Float64Histogram
+	duration         metric.Float64Histogram
+	tokenUsage       metric.Int64Histogram
+	timeToFirstChunk metric.Float64Histogram
+	timePerChunk     metric.Float64Histogram
+	// gaps, when set, aggregates time_per_output_chunk in place of
+	// timePerChunk (chunkgaps.go).
+	gaps                  *gapHistogram
 	timeToFirstToken      metric.Float64Histogram
 	outputTokensPerSecond metric.Float64Histogram
 	cost                  metric.Float64Counter
@@ -87,11 +88,15 @@ type Instruments struct {
 // newMetricInstruments creates the instruments. The genaiconv constructors
 // give the conventions' names, units and descriptions; the bucket
 // boundaries are passed here because the constructors set none.
-func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*Instruments, error) {
+//
+// With gaps, tokentap aggregates time_per_output_chunk itself and the
+// SDK instrument is not created: the readers get it from gaps' producers.
+func newMetricInstruments(mp metric.MeterProvider, enabled bool, gaps *gapHistogram) (*Instruments, error) {
 	m := mp.Meter(InstrumentationName, metric.WithInstrumentationVersion(Version()), metric.WithSchemaURL(SchemaURL))
 	durations := metric.WithExplicitBucketBoundaries(durationBuckets...)
 	ins := &Instruments{
 		enabled: enabled,
+		gaps:    gaps,
 	}
 	var errs []error
 	collect := func(err error) {
@@ -108,9 +113,11 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool) (*Instruments, 
 	ttfc, err := genaiconv.NewClientOperationTimeToFirstChunk(m, durations)
 	collect(err)
 	ins.timeToFirstChunk = ttfc.Inst()
-	tpoc, err := genaiconv.NewClientOperationTimePerOutputChunk(m, durations)
-	collect(err)
-	ins.timePerChunk = tpoc.Inst()
+	if gaps == nil {
+		tpoc, err := genaiconv.NewClientOperationTimePerOutputChunk(m, durations)
+		collect(err)
+		ins.timePerChunk = tpoc.Inst()
+	}
 	ins.timeToFirstToken, err = m.Float64Histogram(metricTimeToFirstToken,
 		metric.WithUnit("s"),
 		metric.WithDescription("Time from the request reaching the proxy to the first response event carrying generated output (text, reasoning or tool-call arguments); streamed responses only."),
@@ -182,7 +189,11 @@ func (ins *Instruments) Record(r *sink.Result) {
 		if m.FirstChunk > 0 {
 			ins.timeToFirstChunk.Record(ctx, m.FirstChunk.Seconds(), all...)
 		}
-		recordChunkGaps(ctx, ins.timePerChunk, &m.ChunkGaps, m.MaxChunkGap, all)
+		if ins.gaps != nil {
+			ins.gaps.record(ctx, opts.set, &m.ChunkGaps, m.MaxChunkGap)
+		} else {
+			recordChunkGaps(ctx, ins.timePerChunk, &m.ChunkGaps, m.MaxChunkGap, all)
+		}
 	}
 	if m.FirstToken > 0 {
 		ins.timeToFirstToken.Record(ctx, m.FirstToken.Seconds(), all...)
@@ -262,52 +273,4 @@ func appendMetricAttributes(kvs []attribute.KeyValue, r *sink.Result) []attribut
 		kvs = append(kvs, attrProbe.Bool(true))
 	}
 	return kvs
-}
-
-// recordChunkGaps records gen_ai.client.operation.time_per_output_chunk:
-// one point per chunk after the first, as the conventions define it. The
-// meter keeps the gaps bucketed on the conventions' own boundaries with
-// each bucket's sum, so each point is given its bucket's mean (to the
-// nanosecond, the remainder spread so the points add up): bucket counts,
-// total count and sum come out exact, and the largest gap is recorded as
-// itself so the histogram's max is exact too.
-//
-// Only the largest gap is recorded in ctx, the exchange's span: a bucket's
-// exemplar then points at a request whose worst gap fell there (a stall),
-// and the other points skip the exemplar reservoir, which was nearly half
-// the cost of each of these dozens of points per request.
-func recordChunkGaps(ctx context.Context, h metric.Float64Histogram, g *meter.ChunkGaps, maxGap time.Duration, opts []metric.RecordOption) {
-	bulk := context.Background()
-	top := -1
-	for i := len(g.Count) - 1; i >= 0; i-- {
-		if g.Count[i] > 0 {
-			top = i
-			break
-		}
-	}
-	for i := 0; i <= top; i++ {
-		n, sum := int64(g.Count[i]), g.Sum[i]
-		if n == 0 {
-			continue
-		}
-		if i == top && maxGap > 0 && maxGap <= sum {
-			h.Record(ctx, maxGap.Seconds(), opts...)
-			n, sum = n-1, sum-maxGap
-		}
-		if n == 0 {
-			continue
-		}
-		// The mean in whole nanoseconds, one nanosecond more for the
-		// remainder's points, so that the points add up to the sum.
-		mean := sum / time.Duration(n)
-		up := int64(sum - mean*time.Duration(n))
-		lo, hi := mean.Seconds(), (mean + 1).Seconds()
-		for j := int64(0); j < n; j++ {
-			if j < up {
-				h.Record(bulk, hi, opts...)
-			} else {
-				h.Record(bulk, lo, opts...)
-			}
-		}
-	}
 }

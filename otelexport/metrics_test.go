@@ -25,10 +25,11 @@ import (
 // through a ManualReader, as the production pipeline builds them.
 func newTestInstruments(t testing.TB) (*Instruments, *sdkmetric.ManualReader) {
 	t.Helper()
-	reader := sdkmetric.NewManualReader()
+	gaps := newGapHistogram()
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(gaps.producer(metricdata.CumulativeTemporality)))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	ins, err := newMetricInstruments(mp, true)
+	ins, err := newMetricInstruments(mp, true, gaps)
 	if err != nil {
 		t.Fatal(err)
 	}
