@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -74,6 +76,12 @@ func readEvent(api API, typ, data []byte, r *Result) eventKind {
 
 var doneData = []byte("[DONE]")
 
+// view is b as a string without a copy, for parsing an event in place:
+// the client reads thousands of events a second, and a copy of each is
+// garbage whose collections hold a core and make scheduled requests start
+// late. A string kept past the event is cloned from it.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // readOpenAIEvent reads a chat.completion.chunk. Output is any non-empty
 // text, reasoning or refusal delta or any tool-call delta, as tokentap
 // counts the first token; the role-only first chunk is not output.
@@ -81,19 +89,19 @@ func readOpenAIEvent(data []byte, r *Result) eventKind {
 	if bytes.Equal(bytes.TrimSpace(data), doneData) {
 		return eventDone
 	}
-	ev := gjson.ParseBytes(data)
+	ev := gjson.Parse(view(data))
 	if e := ev.Get("error"); e.Exists() && e.Type != gjson.Null {
-		r.StreamError = e.Get("message").String()
+		r.StreamError = strings.Clone(e.Get("message").String())
 		if r.StreamError == "" {
-			r.StreamError = e.Raw
+			r.StreamError = strings.Clone(e.Raw)
 		}
 		return eventError
 	}
 	if r.ResponseID == "" {
-		r.ResponseID = ev.Get("id").String()
+		r.ResponseID = strings.Clone(ev.Get("id").String())
 	}
 	if r.ResponseModel == "" {
-		r.ResponseModel = ev.Get("model").String()
+		r.ResponseModel = strings.Clone(ev.Get("model").String())
 	}
 	if u := ev.Get("usage.completion_tokens"); u.Type == gjson.Number {
 		r.OutputTokens, r.UsageReported = int(u.Int()), true
@@ -130,18 +138,18 @@ func readOpenAIEvent(data []byte, r *Result) eventKind {
 // readAnthropicEvent reads a Messages stream event, typed by its event:
 // line or, failing that, its data's type.
 func readAnthropicEvent(typ, data []byte, r *Result) eventKind {
-	ev := gjson.ParseBytes(data)
-	name := string(typ)
+	ev := gjson.Parse(view(data))
+	name := view(typ)
 	if name == "" {
 		name = ev.Get("type").String()
 	}
 	switch name {
 	case "message_start":
 		if r.ResponseID == "" {
-			r.ResponseID = ev.Get("message.id").String()
+			r.ResponseID = strings.Clone(ev.Get("message.id").String())
 		}
 		if r.ResponseModel == "" {
-			r.ResponseModel = ev.Get("message.model").String()
+			r.ResponseModel = strings.Clone(ev.Get("message.model").String())
 		}
 	case "content_block_delta":
 		d := ev.Get("delta")
@@ -159,7 +167,7 @@ func readAnthropicEvent(typ, data []byte, r *Result) eventKind {
 	case "message_stop":
 		return eventDone
 	case "error":
-		r.StreamError = ev.Get("error.message").String()
+		r.StreamError = strings.Clone(ev.Get("error.message").String())
 		if r.StreamError == "" {
 			r.StreamError = string(data)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +25,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	client := cfg.Client
+	var transport *http.Transport
 	if client == nil {
 		client = newClient(cfg.Concurrency)
+		transport = client.Transport.(*http.Transport)
 		defer client.CloseIdleConnections()
 	}
 	agg := newAggregator(&cfg)
@@ -55,6 +58,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
 	}
+	if transport != nil {
+		if warm := warmUp(ctx, &cfg, transport); warm != nil {
+			defer warm.close()
+		}
+	}
+	// The clock starts on a collected heap: a collection that the bodies
+	// made above would otherwise trigger lands on the first burst, and
+	// with two cores its mark phase holds one of them, so that burst's
+	// requests start milliseconds late (docs/BENCHMARKS.md, "Replaying
+	// recorded traffic").
+	runtime.GC()
 	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	var deadline time.Time

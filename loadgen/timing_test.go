@@ -6,8 +6,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/tokentap/tokentap/simulator"
 )
 
 // The sweep's bounds: what the sketch's 1 % bins and a quiet machine's
@@ -26,7 +24,8 @@ func TestRunTiming(t *testing.T) {
 		// and the race detector slows the measured code 5-20 times.
 		t.Skip("set TOKENTAP_TIMING_TESTS=1 and run alone, without -race (as .ci/run does)")
 	}
-	base := startSimulator(t, simulator.Handler{})
+	// The simulator runs in a process of its own, as a server would.
+	base := startSimulatorProcess(t)
 	for _, tc := range speedRuns {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, _ := tc.run(t, base)

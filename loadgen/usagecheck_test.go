@@ -275,3 +275,61 @@ func TestOutputTextAllocs(t *testing.T) {
 }
 
 var simWords = strings.Fields("the of and to in is that for it as with was")
+
+// TestReadAllocsPerEvent: the client parses each event in place, so that
+// a stream's garbage does not grow with its length (a run's collections
+// hold a core and make scheduled requests start late). What is left per
+// request is its slices of gaps and delays, grown by doubling.
+func TestReadAllocsPerEvent(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	for _, tc := range []struct {
+		name  string
+		api   API
+		event func(i int) string
+		end   string
+	}{
+		{
+			name: "openai chat",
+			api:  OpenAI,
+			event: func(i int) string {
+				return `data: {"id":"c1","model":"m","choices":[{"delta":{"content":" ` + simWords[i%len(simWords)] + `"}}]}` + "\n\n"
+			},
+			end: "data: {\"choices\":[],\"usage\":{\"completion_tokens\":9}}\n\ndata: [DONE]\n\n",
+		},
+		{
+			name: "anthropic messages",
+			api:  Anthropic,
+			event: func(i int) string {
+				return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" " + simWords[i%len(simWords)] + "\"}}\n\n"
+			},
+			end: "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := func(n int) string {
+				var b strings.Builder
+				for i := range n {
+					b.WriteString(tc.event(i))
+				}
+				return b.String() + tc.end
+			}
+			allocs := func(body string) float64 {
+				return testing.AllocsPerRun(20, func() {
+					r := &Result{}
+					r.read(context.Background(), tc.api, strings.NewReader(body))
+					if r.ContentEvents == 0 {
+						t.Fatal("no content event read")
+					}
+				})
+			}
+			short, long := allocs(stream(100)), allocs(stream(2000))
+			t.Logf("%.0f allocations for 100 events, %.0f for 2,000", short, long)
+			// 1,900 more events add a handful of slice doublings.
+			if long-short > 19 {
+				t.Errorf("%.0f allocations for 100 events, %.0f for 2,000: more than one per 100 events", short, long)
+			}
+		})
+	}
+}
