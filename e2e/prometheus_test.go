@@ -115,7 +115,9 @@ func TestPrometheusFleet(t *testing.T) {
 				}
 			},
 		})
+		// The admin endpoint answers before the servers listen.
 		p.WaitReady(t, 30*time.Second, "http://"+in.admin+"/config/")
+		p.WaitListening(t, 30*time.Second, in.proxy, in.sim, in.metrics)
 		targets = append(targets, in.metrics)
 	}
 

@@ -347,8 +347,10 @@ func runSecrets(t *testing.T, bin, logFormat, options string) *secretsRun {
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", secretsProxyPort)
 	admin := fmt.Sprintf("http://127.0.0.1:%d", secretsAdminPort)
 	// A TCP connection, not a request: a request would add a line to the
-	// logs the test searches.
-	proc.WaitListening(t, 30*time.Second, fmt.Sprintf("127.0.0.1:%d", secretsProxyPort))
+	// logs the test searches. Both servers: Caddy starts them one after
+	// the other, so the proxy can listen before its upstream does, and the
+	// first request would get a 502 (a CI run of 67c0787 did).
+	proc.WaitListening(t, 30*time.Second, fmt.Sprintf("127.0.0.1:%d", secretsProxyPort), fmt.Sprintf("127.0.0.1:%d", secretsSimPort))
 
 	run := &secretsRun{
 		secrets: map[string]string{
