@@ -273,7 +273,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	defer h.lease.done()
 	x := h.begin(r)
 	r = x.prepare(r)
-	ww := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, x: x}
+	ww := &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, x: x}
 	defer func() {
 		if rec := recover(); rec != nil {
 			// reverse_proxy aborts a broken stream by panicking with

@@ -27,20 +27,29 @@ import (
 // Flushing, hijacking and deadlines reach the real writer through Unwrap
 // (promoted from ResponseWriterWrapper), which http.ResponseController
 // follows.
+//
+// The fields every Write and flush reads come first, in one cache line: in
+// a proxy serving many streams a stream's writer is cold by its next
+// event, and each line it touches is a miss (the profile in
+// docs/BENCHMARKS.md, "Issue 16: the writer's cache lines").
 type responseWriter struct {
-	*caddyhttp.ResponseWriterWrapper
-	x           *exchange
+	// By value: a pointer would be one more line to load per write.
+	caddyhttp.ResponseWriterWrapper
+	x *exchange
+	// strip is x.strip, copied once the response began, so that Write
+	// need not load the exchange to learn it.
+	strip *usageStripper
+	// held is a copy of the writes not yet measured, in order; heldWrites
+	// are where each ends in held and when it was written, the time the
+	// meter gives its events.
+	held        []byte
+	nHeld       int32
 	wroteHeader bool
 	// writeErr is the first error writing to the client: a failed write
 	// means the client is gone, which tells a client abort from an
 	// upstream failure when reverse_proxy aborts the stream.
-	writeErr error
-	// held is a copy of the writes not yet measured, in order; heldWrites
-	// are where each ends in held and when it was written, the time the
-	// meter gives its events.
-	held       []byte
+	writeErr   error
 	heldWrites [maxHeldWrites]heldWrite
-	nHeld      int
 }
 
 // heldWrite is one write in responseWriter.held.
@@ -77,6 +86,7 @@ func (w *responseWriter) WriteHeader(status int) {
 	if status >= 200 {
 		w.wroteHeader = true
 		w.x.response(status, w.Header())
+		w.strip = w.x.strip
 	}
 }
 
@@ -87,7 +97,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.x.strip != nil {
+	if w.strip != nil {
 		return w.writeStripped(p, at)
 	}
 	n, err := w.forward(p)
@@ -155,7 +165,7 @@ func (w *responseWriter) FlushError() error {
 		// the status and a later Write does not send a second header.
 		w.WriteHeader(http.StatusOK)
 	}
-	err := http.NewResponseController(w.ResponseWriterWrapper).Flush() //nolint:bodyclose
+	err := http.NewResponseController(&w.ResponseWriterWrapper).Flush() //nolint:bodyclose
 	if w.batchDue() {
 		w.measureHeld()
 	}

@@ -96,7 +96,7 @@ func BenchmarkExchange(b *testing.B) {
 		r := benchRequest()
 		x := h.begin(r)
 		r = x.prepare(r)
-		w := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
+		w := &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
 		for _, ev := range events {
 			_, _ = w.Write(ev)
 		}
@@ -140,7 +140,7 @@ func benchWriter(b testing.TB) (*responseWriter, *exchange) {
 	x := h.begin(r)
 	x.prepare(r)
 	dw := &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}
-	return &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: dw}, x: x}, x
+	return &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: dw}, x: x}, x
 }
 
 // BenchmarkFinish is the per-request work after the stream, alone: the
@@ -157,7 +157,7 @@ func BenchmarkFinish(b *testing.B) {
 		r := benchRequest()
 		x := h.begin(r)
 		r = x.prepare(r)
-		w := &responseWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
+		w := &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
 		for _, ev := range events {
 			_, _ = w.Write(ev)
 		}

@@ -5,7 +5,31 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
+
+// TestWriterHotFieldsFirst keeps what every Write and flush reads in the
+// writer's first 64 bytes, one cache line when the line starts with it:
+// a field added among them, or one of them grown, moves a read to a
+// second line, which a cold stream pays for per event.
+func TestWriterHotFieldsFirst(t *testing.T) {
+	var w responseWriter
+	for _, f := range []struct {
+		name      string
+		off, size uintptr
+	}{
+		{"ResponseWriterWrapper", unsafe.Offsetof(w.ResponseWriterWrapper), unsafe.Sizeof(w.ResponseWriterWrapper)},
+		{"x", unsafe.Offsetof(w.x), unsafe.Sizeof(w.x)},
+		{"strip", unsafe.Offsetof(w.strip), unsafe.Sizeof(w.strip)},
+		{"held", unsafe.Offsetof(w.held), unsafe.Sizeof(w.held)},
+		{"nHeld", unsafe.Offsetof(w.nHeld), unsafe.Sizeof(w.nHeld)},
+		{"wroteHeader", unsafe.Offsetof(w.wroteHeader), unsafe.Sizeof(w.wroteHeader)},
+	} {
+		if end := f.off + f.size; end > 64 {
+			t.Errorf("%s ends at byte %d of the writer, want within the first 64", f.name, end)
+		}
+	}
+}
 
 // sseEvent is one chat chunk of n bytes or more, as one write.
 func sseEvent(n int) []byte {
