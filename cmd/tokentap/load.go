@@ -46,7 +46,11 @@ rate instead, with --concurrency capping those in flight (default 256).
 distribution of mean 1/rate and shape --burstiness: 1 (the default) is a
 Poisson process, as independent users make; below 1 the requests come in
 bursts. --seed repeats the draws exactly. --warmup sends that many requests
-first and leaves them out of the report.
+first and leaves them out of the report. With --rate or --replay, one
+connection per request due in the first second (at most 64, none through a
+proxy) is opened before the clock starts, so that a burst at the start is
+not held up by its own connection setup; later requests open theirs as they
+need them, within their time to first token.
 
 --input-tokens 500,100 makes prompts whose lengths are drawn from a normal
 distribution of mean 500 and standard deviation 100 tokens, each counted
