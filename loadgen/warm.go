@@ -120,7 +120,12 @@ func warmUp(ctx context.Context, cfg *Config, t *http.Transport) *warmDialer {
 	}
 	port := u.Port()
 	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		switch u.Scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
 	}
 	n := warmCount(cfg)
 	if port == "" || n == 0 {
