@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/hex"
 	"strings"
 	"sync"
@@ -63,9 +64,7 @@ var logTokenNames = [sink.NumTokenKinds]string{
 	sink.ReasoningOutputTokens:    logReasoningOutputTokens,
 }
 
-// logVarNames lists every variable recordLogFields may set, so that each
-// exchange also clears the ones it did not observe: a second tokentap in the
-// same request's chain must not leave the first one's values behind.
+// logVarNames lists every variable Record may set.
 var logVarNames = [...]string{
 	logProvider, logOperation, logDialect, logRequestModel, logResponseModel,
 	logResponseID, logInputTokens, logOutputTokens, logCacheReadInputTokens,
@@ -230,7 +229,7 @@ type accessLog struct{}
 func (accessLog) Record(r *sink.Result) {
 	ctx := r.Ctx
 	e := newLogEntry(r)
-	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok && accessLogged(ctx) {
 		// Set, not Add: a second tokentap in the chain replaces the entry
 		// rather than writing a duplicate key.
 		extra.Set(zap.Object(logFieldKey, e))
@@ -239,9 +238,10 @@ func (accessLog) Record(r *sink.Result) {
 	if !ok {
 		return
 	}
-	for _, key := range logVarKeys {
-		repl.Delete(key)
-	}
+	// Whatever an earlier handler left under tokentap's prefix goes, so
+	// that no value this exchange did not observe survives it: one pass
+	// under the replacer's lock rather than a lock per name.
+	repl.DeleteByPrefix(replPrefix)
 	e.each(
 		func(name, v string) { repl.Set(logVarKeys[name], boxedVar(name, v)) },
 		func(name string, v int64) { repl.Set(logVarKeys[name], v) },
@@ -255,6 +255,16 @@ func (accessLog) Record(r *sink.Result) {
 		// order, as the log's array has them.
 		repl.Set(logVarKeys[logFinishReasons], strings.Join(e.finishReasons, ","))
 	}
+}
+
+// accessLogged reports whether the request's server writes an access
+// log. Caddy reads the extra log fields only for that entry, and setting
+// one costs several allocations (a boxed field, and the fields' handler
+// cache cleared), so without an access log the entry is not set. When the
+// server is not known, it is.
+func accessLogged(ctx context.Context) bool {
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	return !ok || srv == nil || srv.Logs != nil
 }
 
 // boxedVars holds the placeholder values that come from a small, fixed

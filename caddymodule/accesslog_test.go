@@ -262,3 +262,24 @@ func TestLogVarsMatchSpan(t *testing.T) {
 		})
 	}
 }
+
+// TestAccessLogged: the access log's tokentap object is built only for a
+// server that writes an access log, or when the server is not known.
+func TestAccessLogged(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"server with an access log", context.WithValue(context.Background(), caddyhttp.ServerCtxKey, &caddyhttp.Server{Logs: &caddyhttp.ServerLogConfig{}}), true},
+		{"server without one", context.WithValue(context.Background(), caddyhttp.ServerCtxKey, &caddyhttp.Server{}), false},
+		{"no server in the context", context.Background(), true},
+		{"a nil server", context.WithValue(context.Background(), caddyhttp.ServerCtxKey, (*caddyhttp.Server)(nil)), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := accessLogged(tt.ctx); got != tt.want {
+				t.Errorf("accessLogged = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -179,6 +179,9 @@ type Handler struct {
 	// faults counts panics recovered in tokentap's own measuring code, so
 	// each handler logs only its first.
 	faults *atomic.Int64
+	// onDecompressPanic is the meter's OnPanic, built once: a closure
+	// made in begin would be one more allocation per request.
+	onDecompressPanic func(any)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -194,6 +197,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.faults = new(atomic.Int64)
+	h.onDecompressPanic = func(rec any) { h.recordPanic("decompressed body", rec) }
 	if h.MaxRequestBody == 0 {
 		h.MaxRequestBody = DefaultMaxRequestBody
 	}
@@ -284,6 +288,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				abort = meter.OutcomeClientAbort
 			}
 			ww.measureHeld()
+			ww.release()
 			x.finish(abort, "stream_aborted")
 			panic(rec)
 		}
@@ -291,6 +296,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	err := next.ServeHTTP(ww, r)
 	ww.measureHeld()
 	ww.flushPending()
+	ww.release()
 	switch {
 	case err == nil && x.tap.M.StatusCode == 499 && r.Context().Err() != nil:
 		// reverse_proxy answers for a client that left before the

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -50,7 +51,17 @@ type responseWriter struct {
 	// upstream failure when reverse_proxy aborts the stream.
 	writeErr   error
 	heldWrites [maxHeldWrites]heldWrite
+	// heldBuf is the pooled buffer held came from, given back by release.
+	heldBuf *[]byte
 }
+
+// heldPool keeps held buffers between requests: grown from nothing, a
+// stream's buffer took a handful of allocations per request, and their
+// garbage.
+var heldPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, heldBatchBytes)
+	return &b
+}}
 
 // heldWrite is one write in responseWriter.held.
 type heldWrite struct {
@@ -119,6 +130,10 @@ func (w *responseWriter) measureLater(p []byte, at time.Time) {
 		w.x.feed(p, at)
 		return
 	}
+	if w.held == nil {
+		w.heldBuf = heldPool.Get().(*[]byte)
+		w.held = *w.heldBuf
+	}
 	w.held = append(w.held, p...)
 	w.heldWrites[w.nHeld] = heldWrite{end: len(w.held), at: at}
 	w.nHeld++
@@ -139,6 +154,21 @@ func (w *responseWriter) measureHeld() {
 	}
 	w.x.feedWrites(w.held, w.heldWrites[:w.nHeld])
 	w.held, w.nHeld = w.held[:0], 0
+}
+
+// release gives the held buffer back to heldPool once the response has
+// ended and what was held was measured. A buffer grown past maxHeldBytes
+// by a long write is left to the collector, so the pool keeps no more per
+// buffer than a batch can hold.
+func (w *responseWriter) release() {
+	if w.heldBuf == nil {
+		return
+	}
+	if cap(w.held) <= maxHeldBytes {
+		*w.heldBuf = w.held[:0]
+		heldPool.Put(w.heldBuf)
+	}
+	w.held, w.heldBuf, w.nHeld = nil, nil, 0
 }
 
 // forward writes to the client, remembering the first failure.

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/otelexport"
 )
@@ -124,6 +125,11 @@ func benchHandler(b testing.TB) *Handler {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = h.Cleanup() })
+	if _, ok := b.(*testing.B); ok {
+		quiet := zap.NewNop()
+		healthLogger = func() *zap.Logger { return quiet }
+		b.Cleanup(func() { healthLogger = caddy.Log })
+	}
 	// A recording provider, so span attributes are really built.
 	h.tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder())))
 	return h

@@ -31,6 +31,36 @@ func TestWriterHotFieldsFirst(t *testing.T) {
 	}
 }
 
+// TestWriterHeldAllocs: a response's held buffer comes from heldPool and
+// goes back at its end, so a stream of small events, read in batches and
+// released, allocates nothing in the writer once the meter is warm.
+func TestWriterHeldAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates, and drops a share of sync.Pool's items on purpose")
+	}
+	ww, x := benchWriter(t)
+	defer x.finish(0, "")
+	ev := sseEvent(0)
+	_, _ = ww.Write(ev)
+	_ = ww.FlushError()
+	ww.measureHeld()
+	ww.release()
+	allocs := testing.AllocsPerRun(100, func() {
+		for range maxHeldWrites + 2 {
+			_, _ = ww.Write(ev)
+			_ = ww.FlushError()
+		}
+		ww.measureHeld()
+		ww.release()
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per response, want 0", allocs)
+	}
+	if ww.held != nil || ww.heldBuf != nil || ww.nHeld != 0 {
+		t.Errorf("after release the writer still holds %d bytes (%d writes)", len(ww.held), ww.nHeld)
+	}
+}
+
 // sseEvent is one chat chunk of n bytes or more, as one write.
 func sseEvent(n int) []byte {
 	ev := `data: {"choices":[{"index":0,"delta":{"content":"x"}}]}` + "\n\n"

@@ -173,15 +173,26 @@ func (mt *Meter) Request(path string, body []byte, truncated bool) {
 	mt.M.Request.Truncated = truncated
 }
 
+// mediaTypeOf is the media type of a Content-Type value, lower case: as
+// mime.ParseMediaType reads it, or the whole value trimmed when that
+// fails. Without parameters both are the value trimmed and lowered, so
+// only a value with parameters is parsed: the parser's map of them is an
+// allocation per request.
+func mediaTypeOf(contentType string) string {
+	if strings.IndexByte(contentType, ';') >= 0 {
+		if mt, _, err := mime.ParseMediaType(contentType); err == nil {
+			return mt
+		}
+	}
+	return strings.ToLower(strings.TrimSpace(contentType))
+}
+
 // Response records the response status and headers and chooses how the body
 // will be read: an event stream event by event, a JSON body whole at the
 // end, anything else only counted.
 func (mt *Meter) Response(status int, contentType, contentEncoding string) {
 	mt.M.StatusCode = status
-	mediaType, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		mediaType = strings.ToLower(strings.TrimSpace(contentType))
-	}
+	mediaType := mediaTypeOf(contentType)
 	if fc, ok := mt.dialect.(FramingChooser); ok {
 		mt.framing, mt.framer = fc.Framing(status, mediaType, mt.opts.MaxEventSize, mt.onEvent)
 		if mt.framing == FramingCustom && mt.framer == nil {
