@@ -313,5 +313,11 @@ func (rr *ReplayReport) WriteTable(w io.Writer) error {
 		"Started behind their offsets: p50 %.1f ms, p99 %.1f ms.\n"+
 		"TTFT: time to first token. TOK/S: output tokens per second after the first token, per request.\n",
 		rr.Candidate.Total.Requests, rr.TimeScale, rr.StartLateness.P50*1000, rr.StartLateness.P99*1000)
+	if err != nil {
+		return err
+	}
+	// The candidate's reported usage against the tokenizer, as a load
+	// run's table has it: the recorded side has no text to count.
+	_, err = io.WriteString(w, usageLine(rr.Candidate))
 	return err
 }

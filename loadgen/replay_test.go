@@ -70,6 +70,38 @@ func TestBlockPrompt(t *testing.T) {
 	}
 }
 
+// TestReplayTableUsageLine: the replay's table ends with the candidate's
+// reported usage against the tokenizer when it was counted, as a load
+// run's does, and without the line when it was not.
+func TestReplayTableUsageLine(t *testing.T) {
+	diff := 0.05
+	for _, tt := range []struct {
+		name  string
+		usage *UsageVsTokenizer
+		want  string
+	}{
+		{"counted", &UsageVsTokenizer{Requests: 4, Differing: 1, ReportedTokens: 100, TokenizerTokens: 105, Difference: &diff},
+			"usage vs o200k_base tokenizer, output tokens: fast: 100 reported, 105 counted (+5.0 %), 1 of 4 requests differ."},
+		{"no tokenizer", nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rr := &ReplayReport{
+				CandidateModel: "fast", TimeScale: 1,
+				Recorded:  &Report{Models: []ModelReport{{Model: "gpt-a", Requests: 4, Succeeded: 4}}},
+				Candidate: &Report{Tokenizer: "o200k_base", Models: []ModelReport{{Model: "fast", Requests: 4, Succeeded: 4, UsageVsTokenizer: tt.usage}}},
+			}
+			var b strings.Builder
+			if err := rr.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			has := strings.Contains(b.String(), "usage vs ")
+			if tt.want == "" && has || tt.want != "" && !strings.Contains(b.String(), tt.want) {
+				t.Errorf("table, want usage line %q:\n%s", tt.want, b.String())
+			}
+		})
+	}
+}
+
 // TestReplay replays recorded requests of two models against one
 // candidate: each request gets its recorded output length as its cap
 // (the simulator answers with exactly that many), the report groups the
