@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"cmp"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddypki"
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/probe"
@@ -55,6 +57,9 @@ type ProbeApp struct {
 
 	prober *probe.Prober
 	logger *zap.Logger
+	ctx    caddy.Context
+	// resolved are the targets as provisioned, placeholders replaced.
+	resolved []probe.Target
 }
 
 // ProbeTarget is one route and model to probe. The fields left zero take
@@ -100,12 +105,40 @@ func (ProbeApp) CaddyModule() caddy.ModuleInfo {
 // prober starts only with Start.
 func (a *ProbeApp) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.ctx = ctx
 	targets, err := a.targets(caddy.NewReplacer())
 	if err != nil {
 		return err
 	}
+	a.resolved = targets
 	a.prober, err = probe.New(targets, probe.Options{OnChange: a.logChange})
 	return err
+}
+
+// caddyRoots is the system's certificate authorities plus the root of
+// each CA that Caddy's PKI app runs in this config (the one `tls
+// internal` issues from), or nil when it runs none. The PKI app is loaded
+// by whatever uses it, in no set order among the apps, so this is asked
+// when the apps start, not when this one is provisioned.
+func caddyRoots(ctx caddy.Context) *x509.CertPool {
+	app, err := ctx.AppIfConfigured("pki")
+	if err != nil {
+		return nil
+	}
+	pki, ok := app.(*caddypki.PKI)
+	if !ok || len(pki.CAs) == 0 {
+		return nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	for _, ca := range pki.CAs {
+		if root := ca.RootCertificate(); root != nil {
+			pool.AddCert(root)
+		}
+	}
+	return pool
 }
 
 // targets turns the configuration into the prober's targets: the app's
@@ -147,8 +180,17 @@ func (a *ProbeApp) targets(repl *caddy.Replacer) ([]probe.Target, error) {
 	return out, errors.Join(errs...)
 }
 
-// Start starts probing.
+// Start starts probing. When Caddy runs a CA of its own in this config,
+// the prober is made anew, trusting it besides the system's authorities,
+// so that a route served with `tls internal` can be probed over HTTPS.
 func (a *ProbeApp) Start() error {
+	if roots := caddyRoots(a.ctx); roots != nil {
+		p, err := probe.New(a.resolved, probe.Options{OnChange: a.logChange, RootCAs: roots})
+		if err != nil {
+			return err
+		}
+		a.prober = p
+	}
 	for _, t := range a.prober.Targets() {
 		a.logger.Info("probing",
 			zap.String("target", t.Name),

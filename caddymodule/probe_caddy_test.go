@@ -40,6 +40,7 @@ const probeCaddyfile = `{
 	http_port 9342
 	https_port 9343
 	grace_period 1ns
+	skip_install_trust
 	log {
 		level ERROR
 	}
@@ -49,6 +50,18 @@ const probeCaddyfile = `{
 		target it-sim http://` + probeProxy + `/sim/v1 MODEL {
 			header Authorization "Bearer {env.TOKENTAP_PROBE_IT_KEY}"
 		}
+		target it-tls https://localhost:9343/sim/v1 MODEL {
+			header Authorization "Bearer {env.TOKENTAP_PROBE_IT_KEY}"
+		}
+	}
+}
+
+https://localhost:9343 {
+	bind 127.0.0.1
+	tls internal
+	handle_path /sim/* {
+		tokentap
+		reverse_proxy ` + probeSim + `
 	}
 }
 
@@ -150,6 +163,7 @@ func TestProbeThroughCaddy(t *testing.T) {
 	probeModel = fmt.Sprintf("probe-baseline-%d", time.Now().UnixNano())
 	before := proberGoroutines()
 	counted := probe.GlobalCounts()["it-sim"] // the counts outlive a run
+	countedTLS := probe.GlobalCounts()["it-tls"]
 	loadProbeCaddyfile(t, "1s")
 	stopped := false
 	t.Cleanup(func() {
@@ -158,18 +172,19 @@ func TestProbeThroughCaddy(t *testing.T) {
 		}
 	})
 	waitAnswers(t, "http://"+probeAdmin+"/tokentap/stats")
-	waitProberGoroutines(t, before+1)
+	waitProberGoroutines(t, before+2)
 
 	const want = 3
 	var row stats.ReportRow
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		r, ok := probeRow(t)
-		if ok && r.Requests >= want {
+		// Both targets probe the model, each about want times by then.
+		if ok && r.Requests >= 2*want {
 			row = r
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the %s row after 20 s of probes every second: %+v (found: %v), want %d requests", probeModel, r, ok, want)
+			t.Fatalf("the %s row after 20 s of probes every second: %+v (found: %v), want %d requests", probeModel, r, ok, 2*want)
 		}
 	}
 	if row.Errors != 0 {
@@ -206,13 +221,19 @@ func TestProbeThroughCaddy(t *testing.T) {
 	// Caddy starts its apps in no set order: a first probe drawn at an
 	// offset near zero may find the proxy's listener not open yet, which
 	// fails it before tokentap sees it. Later ones may not fail.
-	if c := vars.Probe["it-sim"]; c.Sent-counted.Sent < want || c.Failed-counted.Failed > 1 {
-		t.Errorf("/debug/vars tokentap_probe it-sim: %+v (before the run: %+v), want at least %d more sent and at most the first failed", c, counted, want)
+	if c := vars.Probe["it-sim"]; c.Sent-counted.Sent < want-1 || c.Failed-counted.Failed > 1 {
+		t.Errorf("/debug/vars tokentap_probe it-sim: %+v (before the run: %+v), want at least %d more sent and at most the first failed", c, counted, want-1)
+	}
+	// The HTTPS route's certificate is from Caddy's own CA (tls
+	// internal), which the system does not trust: its probes complete
+	// only because the prober trusts the CA Caddy runs.
+	if c := vars.Probe["it-tls"]; c.Sent-countedTLS.Sent < want-1 || c.Failed-countedTLS.Failed > 1 {
+		t.Errorf("/debug/vars tokentap_probe it-tls: %+v (before the run: %+v), want at least %d more sent and at most the first failed", c, countedTLS, want-1)
 	}
 
 	// A reload: the old config's prober stops, the new one runs alone.
 	loadProbeCaddyfile(t, "2s")
-	waitProberGoroutines(t, before+1)
+	waitProberGoroutines(t, before+2)
 
 	stopped = true
 	stopStatsCaddy(t)

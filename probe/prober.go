@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -30,6 +31,9 @@ type Options struct {
 	// interval; nil means uniformly random, so that the targets of one
 	// instance, and the instances of a fleet, do not probe in step.
 	Offset func(interval time.Duration) time.Duration
+	// RootCAs, when not nil, are the authorities the HTTP sender verifies
+	// HTTPS targets against instead of the system's (NewHTTPSender).
+	RootCAs *x509.CertPool
 }
 
 // Prober probes its targets, each on its own schedule, from Start to Stop.
@@ -87,7 +91,7 @@ func New(targets []Target, opts Options) (*Prober, error) {
 		return nil, err
 	}
 	if p.opts.Send == nil {
-		s := NewHTTPSender()
+		s := NewHTTPSender(p.opts.RootCAs)
 		p.opts.Send, p.closeIdle = s.Send, s.CloseIdleConnections
 	}
 	if p.opts.Offset == nil {

@@ -2,6 +2,8 @@ package probe
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,12 +30,20 @@ type HTTPSender struct {
 // most, and no compression is asked for, as a streaming client asks for
 // none. It ignores HTTP_PROXY: a target is tokentap's own route, and a
 // proxy in between would be measured with it.
-func NewHTTPSender() *HTTPSender {
+//
+// roots, when not nil, are the certificate authorities an HTTPS target's
+// certificate is verified against, in place of the system's: a proxy
+// serving its route with a certificate from its own CA (Caddy's
+// `tls internal`) is probed with that CA trusted.
+func NewHTTPSender(roots *x509.CertPool) *HTTPSender {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil
 	tr.MaxIdleConnsPerHost = 1
 	tr.IdleConnTimeout = 2 * time.Minute
 	tr.DisableCompression = true
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
 	return &HTTPSender{client: &http.Client{Transport: tr}}
 }
 

@@ -64,7 +64,7 @@ func TestHTTPSender(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, ch := upstream(t, tt.status, tt.body)
-			s := NewHTTPSender()
+			s := NewHTTPSender(nil)
 			defer s.CloseIdleConnections()
 			tgt := Target{Name: "x", URL: srv.URL + tt.path, API: tt.api, Model: "m", MaxTokens: 16, Prompt: "p", Timeout: 5 * time.Second,
 				Header: http.Header{"Authorization": {"Bearer k"}, Header: {Token()}}}
