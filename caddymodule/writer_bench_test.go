@@ -93,15 +93,24 @@ func BenchmarkExchange(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r := benchRequest()
-		x := h.begin(r)
-		r = x.prepare(r)
-		w := &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
-		for _, ev := range events {
-			_, _ = w.Write(ev)
-		}
-		x.finish(0, "")
+		streamExchange(h, events).finish(0, "")
 	}
+}
+
+// streamExchange runs one request through h as ServeHTTP does, up to its
+// finish: begin, prepare, the events written, what was held measured and
+// the writer's buffer given back. The caller finishes the exchange.
+func streamExchange(h *Handler, events [][]byte) *exchange {
+	r := benchRequest()
+	x := h.begin(r)
+	x.prepare(r)
+	w := &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
+	for _, ev := range events {
+		_, _ = w.Write(ev)
+	}
+	w.measureHeld()
+	w.release()
+	return x
 }
 
 // BenchmarkRequestSetup is the part of BenchmarkExchange that is not
@@ -176,16 +185,7 @@ func BenchmarkFinish(b *testing.B) {
 	for done := 0; done < b.N; {
 		xs = xs[:0]
 		for range min(finishBatch, b.N-done) {
-			r := benchRequest()
-			x := h.begin(r)
-			r = x.prepare(r)
-			w := &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
-			for _, ev := range events {
-				_, _ = w.Write(ev)
-			}
-			w.measureHeld()
-			w.release()
-			xs = append(xs, x)
+			xs = append(xs, streamExchange(h, events))
 		}
 		b.StartTimer()
 		for _, x := range xs {
