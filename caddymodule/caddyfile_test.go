@@ -70,16 +70,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
+			h, ok := unmarshalTokentap(t, tt.input, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(h, tt.want) {
 				t.Errorf("got %+v, want %+v", h, tt.want)
@@ -146,4 +139,23 @@ func TestCaddyfileAdapt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unmarshalTokentap reads input as a tokentap Caddyfile block. With
+// wantErr set, it checks that reading fails with an error containing it
+// and reports false; otherwise reading must succeed.
+func unmarshalTokentap(t *testing.T, input, wantErr string) (Handler, bool) {
+	t.Helper()
+	var h Handler
+	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one containing %q", err, wantErr)
+		}
+		return h, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, true
 }

@@ -5,12 +5,10 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/tokentap/tokentap/stats"
@@ -38,16 +36,9 @@ func TestUnmarshalSLO(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
+			h, ok := unmarshalTokentap(t, tt.input, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(h.SLOs) != len(tt.want) {
 				t.Fatalf("slos %+v, want %+v", h.SLOs, tt.want)
