@@ -157,18 +157,15 @@ func (w *responseWriter) measureHeld() {
 }
 
 // release gives the held buffer back to heldPool once the response has
-// ended and what was held was measured. A buffer grown past maxHeldBytes
-// by a long write is left to the collector, so the pool keeps no more per
-// buffer than a batch can hold.
+// ended and what was held was measured. measureLater never lets held pass
+// maxHeldBytes, so no buffer in the pool is larger.
 func (w *responseWriter) release() {
 	if w.heldBuf == nil {
 		return
 	}
-	if cap(w.held) <= maxHeldBytes {
-		*w.heldBuf = w.held[:0]
-		heldPool.Put(w.heldBuf)
-	}
-	w.held, w.heldBuf, w.nHeld = nil, nil, 0
+	*w.heldBuf = w.held[:0]
+	heldPool.Put(w.heldBuf)
+	w.held, w.heldBuf = nil, nil
 }
 
 // forward writes to the client, remembering the first failure.
