@@ -279,8 +279,10 @@ func allOpen(results []*loadgen.Result, samples []rssSample) []int64 {
 }
 
 // takeProfile loads the tokentap path at one level while its admin API
-// takes a CPU profile. It runs after the measured rounds, because
-// profiling slows the profiled process.
+// takes a CPU profile, and then, with --profile-baseline, the plain Caddy
+// path the same way. It runs after the measured rounds, because profiling
+// slows the profiled process. The simulator paces every stream, so both
+// profiles cover about the same number of events and diff directly.
 func (b *bench) takeProfile(ctx context.Context) error {
 	var lv level
 	for _, l := range b.o.levels {
@@ -288,19 +290,29 @@ func (b *bench) takeProfile(ctx context.Context) error {
 			lv = l
 		}
 	}
-	p := b.paths[pathTokentap]
-	fmt.Fprintf(b.log, "profiling %s at concurrency %d for %v into %s\n", p.name, lv.Concurrency, b.o.profileFor, b.o.profile)
+	if err := b.profilePath(ctx, pathTokentap, lv, b.o.profile); err != nil || b.o.profileBase == "" {
+		return err
+	}
+	return b.profilePath(ctx, pathCaddy, lv, b.o.profileBase)
+}
+
+func (b *bench) profilePath(ctx context.Context, pi int, lv level, file string) error {
+	p := b.paths[pi]
+	fmt.Fprintf(b.log, "profiling %s at concurrency %d for %v into %s\n", p.name, lv.Concurrency, b.o.profileFor, file)
 	if err := b.warmUp(ctx, p, lv.Concurrency); err != nil {
 		return err
 	}
-	adminURL := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", b.o.adminBase+pathTokentap, int(b.o.profileFor.Seconds()))
+	adminURL := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", b.o.adminBase+pi, int(b.o.profileFor.Seconds()))
 	profiled := make(chan error, 1)
-	go func() { profiled <- fetchTo(ctx, adminURL, b.o.profile) }()
-	_, err := loadgen.Run(ctx, loadgen.Config{
+	go func() { profiled <- fetchTo(ctx, adminURL, file) }()
+	res, err := loadgen.Run(ctx, loadgen.Config{
 		URL: p.url + "/v1", Models: []string{"profile"}, Concurrency: lv.Concurrency,
 		Duration: b.o.profileFor + time.Second, Timeout: requestTimeout, Client: p.client,
 		Header: simHeader(b.o.ttft, lv.TokensPerSecond, lv.Tokens),
 	})
+	if err == nil {
+		fmt.Fprintf(b.log, "profiled %s: %d requests, %d succeeded\n", p.name, res.Total.Requests, res.Total.Succeeded)
+	}
 	return errors.Join(err, <-profiled)
 }
 

@@ -73,11 +73,16 @@ type options struct {
 	rssStreams int
 	jsonOut    string
 	profile    string
-	profileAt  int
-	profileFor time.Duration
-	portBase   int
-	adminBase  int
-	workDir    string
+	// profileBase, when set, also profiles plain Caddy under the same
+	// load, so that `go tool pprof -diff_base` shows what tokentap adds,
+	// the runtime's share (scheduler, allocation, collection) included,
+	// which a profile of tokentap alone cannot tell from Caddy's own.
+	profileBase string
+	profileAt   int
+	profileFor  time.Duration
+	portBase    int
+	adminBase   int
+	workDir     string
 }
 
 // defaultLevels are the issue's three concurrencies. At 64 and 512 streams
@@ -100,6 +105,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.rssStreams, "rss-streams", 0, "open streams for the memory measurement (default 512, --short 128)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the report as JSON to this file")
 	fs.StringVar(&o.profile, "profile", "", "after the rounds, take a CPU profile of the tokentap proxy under load into this file")
+	fs.StringVar(&o.profileBase, "profile-baseline", "", "with --profile, also profile plain Caddy under the same load into this file (for go tool pprof -diff_base)")
 	fs.IntVar(&o.profileAt, "profile-concurrency", 64, "the concurrency level (one of --levels) to profile at")
 	fs.DurationVar(&o.profileFor, "profile-duration", 10*time.Second, "how long to profile, e.g. 20s")
 	fs.IntVar(&o.portBase, "port-base", 9350, "the simulator's port; the proxies use the next three, the OTLP sink base+9")
@@ -148,6 +154,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.profileFor < time.Second || o.profileFor > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("profile-duration must be 1s to 5m, got %s", o.profileFor))
+	}
+	if o.profileBase != "" && o.profile == "" {
+		errs = append(errs, errors.New("profile-baseline needs --profile"))
 	}
 	if o.profile != "" && !hasLevel(o.levels, o.profileAt) {
 		errs = append(errs, fmt.Errorf("profile-concurrency %d is not one of the levels", o.profileAt))
