@@ -101,8 +101,8 @@ func (ProbeApp) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision resolves the placeholders and checks the configuration; the
-// prober starts only with Start.
+// Provision resolves the placeholders and checks the configuration. The
+// prober is made at Start, once the CA it may have to trust is known.
 func (a *ProbeApp) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
@@ -111,8 +111,7 @@ func (a *ProbeApp) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.resolved = targets
-	a.prober, err = probe.New(targets, probe.Options{OnChange: a.logChange})
-	return err
+	return probe.Check(targets)
 }
 
 // caddyRoots is the system's certificate authorities plus the root of
@@ -180,17 +179,16 @@ func (a *ProbeApp) targets(repl *caddy.Replacer) ([]probe.Target, error) {
 	return out, errors.Join(errs...)
 }
 
-// Start starts probing. When Caddy runs a CA of its own in this config,
-// the prober is made anew, trusting it besides the system's authorities,
-// so that a route served with `tls internal` can be probed over HTTPS.
+// Start makes the prober and starts probing. When Caddy runs a CA of its
+// own in this config, the prober trusts it besides the system's
+// authorities, so that a route served with `tls internal` can be probed
+// over HTTPS.
 func (a *ProbeApp) Start() error {
-	if roots := caddyRoots(a.ctx); roots != nil {
-		p, err := probe.New(a.resolved, probe.Options{OnChange: a.logChange, RootCAs: roots})
-		if err != nil {
-			return err
-		}
-		a.prober = p
+	p, err := a.newProber()
+	if err != nil {
+		return err
 	}
+	a.prober = p
 	for _, t := range a.prober.Targets() {
 		a.logger.Info("probing",
 			zap.String("target", t.Name),
@@ -201,6 +199,11 @@ func (a *ProbeApp) Start() error {
 	}
 	a.prober.Start()
 	return nil
+}
+
+// newProber makes the prober of the provisioned targets, not started.
+func (a *ProbeApp) newProber() (*probe.Prober, error) {
+	return probe.New(a.resolved, probe.Options{OnChange: a.logChange, RootCAs: caddyRoots(a.ctx)})
 }
 
 // Stop cancels the probes in flight and waits for the prober's goroutines,

@@ -176,7 +176,11 @@ func TestProbeAppConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := app.prober.Targets()
+	p, err := app.newProber()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Targets()
 	want := []probe.Target{
 		{Name: "a", URL: "http://localhost:8080/v1", API: "openai", Model: "m", MaxTokens: 20, Prompt: "Hi.", Interval: 5 * time.Second, Timeout: 3 * time.Second,
 			Header: http.Header{"Authorization": {"Bearer sk-secret"}, probe.Header: {probe.Token()}}},

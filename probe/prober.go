@@ -64,10 +64,41 @@ type target struct {
 // New checks the targets, fills in their defaults and returns a Prober
 // that has not started. The targets are copied.
 func New(targets []Target, opts Options) (*Prober, error) {
+	checked, err := check(targets)
+	if err != nil {
+		return nil, err
+	}
+	p := &Prober{opts: opts}
+	for _, t := range checked {
+		t.Header.Set(Header, Token())
+		p.targets = append(p.targets, &target{Target: t, counts: new(Counts), global: globalCounts(t.Name)})
+	}
+	if p.opts.Send == nil {
+		s := NewHTTPSender(p.opts.RootCAs)
+		p.opts.Send, p.closeIdle = s.Send, s.CloseIdleConnections
+	}
+	if p.opts.Offset == nil {
+		p.opts.Offset = func(d time.Duration) time.Duration { return rand.N(d) }
+	}
+	return p, nil
+}
+
+// Check reports what New would refuse in targets, without making a
+// Prober: a caller that must validate its configuration before it can
+// know every Option (Caddy provisions an app before the others start)
+// makes the Prober once, later.
+func Check(targets []Target) error {
+	_, err := check(targets)
+	return err
+}
+
+// check copies targets with their defaults filled in, or says what is
+// wrong with each.
+func check(targets []Target) ([]Target, error) {
 	if len(targets) > MaxTargets {
 		return nil, fmt.Errorf("at most %d targets, got %d", MaxTargets, len(targets))
 	}
-	p := &Prober{opts: opts}
+	out := make([]Target, 0, len(targets))
 	var errs []error
 	names := map[string]bool{}
 	for i, t := range targets {
@@ -84,20 +115,9 @@ func New(targets []Target, opts Options) (*Prober, error) {
 		if t.Header == nil {
 			t.Header = http.Header{}
 		}
-		t.Header.Set(Header, Token())
-		p.targets = append(p.targets, &target{Target: t, counts: new(Counts), global: globalCounts(t.Name)})
+		out = append(out, t)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if p.opts.Send == nil {
-		s := NewHTTPSender(p.opts.RootCAs)
-		p.opts.Send, p.closeIdle = s.Send, s.CloseIdleConnections
-	}
-	if p.opts.Offset == nil {
-		p.opts.Offset = func(d time.Duration) time.Duration { return rand.N(d) }
-	}
-	return p, nil
+	return out, errors.Join(errs...)
 }
 
 // Targets returns the targets as probed, defaults filled in. The probe

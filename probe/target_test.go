@@ -74,6 +74,7 @@ func TestNewErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), "target 0") {
 				t.Errorf("error %v does not say which target", err)
 			}
+			sameAsCheck(t, []Target{tgt}, err)
 		})
 	}
 }
@@ -93,6 +94,7 @@ func TestNewBounds(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
+			sameAsCheck(t, tt.targets(), err)
 		})
 	}
 }
@@ -104,5 +106,17 @@ func TestBoundsAccepted(t *testing.T) {
 	tgt.Prompt = strings.Repeat("x", MaxPromptBytes)
 	if _, err := New([]Target{tgt}, Options{Send: nopSend}); err != nil {
 		t.Fatal(err)
+	}
+	sameAsCheck(t, []Target{tgt}, nil)
+}
+
+// sameAsCheck fails unless Check refuses targets with New's error, or
+// accepts them as New did: the Caddy app checks with one and builds with
+// the other.
+func sameAsCheck(t *testing.T, targets []Target, newErr error) {
+	t.Helper()
+	err := Check(targets)
+	if (err == nil) != (newErr == nil) || (err != nil && err.Error() != newErr.Error()) {
+		t.Errorf("Check: %v; New: %v", err, newErr)
 	}
 }
