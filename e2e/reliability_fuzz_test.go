@@ -52,6 +52,7 @@ var fuzzTargets = []fuzzTarget{
 	{pkg: "stats", name: "FuzzSnapshot", decoder: "other instances' sketches (tokentap stats --from)"},
 	{pkg: "drift", name: "FuzzObserve", decoder: "the slowdown detector's per-request values"},
 	{pkg: "recording", name: "FuzzRead", decoder: "recordings and mooncake traces (tokentap load --replay)"},
+	{pkg: "loadgen", name: "FuzzRead", decoder: "tokentap load's reading of SSE streams, held to sse.Decoder"},
 }
 
 // TestFuzzCoverage: every registered dialect and every streaming decoder

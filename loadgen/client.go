@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -26,23 +25,10 @@ const maxLine = 4 << 20
 // collection a noise source in what it measures.
 const readBufferSize = 16 << 10
 
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, readBufferSize); return &b }}
 
-// timedReader notes when each read returned data. A line handed out by a
-// bufio.Reader on top of it completed in the latest read: the buffer reads
-// again only when it holds no complete line.
-type timedReader struct {
-	r  io.Reader
-	at time.Time
-}
-
-func (t *timedReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 {
-		t.at = time.Now()
-	}
-	return n, err
-}
+// utf8BOM may start a stream; the SSE specification has it skipped.
+var utf8BOM = []byte("\xEF\xBB\xBF")
 
 // do sends request seq and reads its stream to the end.
 // body, if not nil, is the request's body, made ahead of time (bodies).
@@ -119,27 +105,32 @@ func (r *Result) failErr(run context.Context, err error) {
 	}
 }
 
-// read parses the body as SSE line by line: a blank line dispatches the
+// read parses the body as SSE line by line, framed as the specification
+// frames it (the sse package's Decoder is the reference FuzzRead holds it
+// to): lines end in LF, CRLF or a bare CR, a CRLF may be split between
+// reads, and a BOM at the start is skipped. A blank line dispatches the
 // event its data: and event: lines built; comments are skipped except the
-// simulator's stamps, which date the events that follow them. Lines end in
-// LF or CRLF, as every LLM API sends them.
+// simulator's stamps, which date the events that follow them. A line is
+// handled as soon as the read that ends it returns, with that read's time,
+// so a stream ending its lines with a bare CR is timed as one ending them
+// with LF.
 func (r *Result) read(run context.Context, api API, body io.Reader) {
-	tr := &timedReader{r: body}
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(tr)
-	defer func() {
-		br.Reset(nil)
-		readers.Put(br)
-	}()
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := *bp
 	var (
 		typ, data []byte
 		hasData   bool
-		long      []byte // a line longer than the read buffer, being joined
+		long      []byte // the start of a line longer than buf
 		stamp     time.Time
 		stamped   bool
 		done      bool
+		first     = true // the next line is the stream's first
+		skipLF    bool   // a CR ended the last read: an LF next is its CRLF's
+		pending   int    // buf[:pending] is the start of a line not yet ended
+		at        time.Time
 	)
-	dispatch := func(at time.Time) {
+	dispatch := func() {
 		if !hasData {
 			typ = typ[:0]
 			return
@@ -165,30 +156,19 @@ func (r *Result) read(run context.Context, api API, body io.Reader) {
 		}
 		typ, data, hasData = typ[:0], data[:0], false
 	}
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(long)+len(line) > maxLine {
-			r.fail(ErrUnreadable, fmt.Sprintf("a line longer than %d bytes", maxLine))
-			break
+	// handle takes one line without its line end.
+	handle := func(line []byte) {
+		if first {
+			line, first = bytes.TrimPrefix(line, utf8BOM), false
 		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long, line...)
-			continue
-		}
-		if long != nil {
-			line = append(long, line...)
-			long = nil
-		}
-		at := tr.at
-		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 		switch {
-		case len(line) == 0 && err == nil:
-			dispatch(at)
-		case len(line) > 0 && line[0] == ':':
+		case len(line) == 0:
+			dispatch()
+		case line[0] == ':':
 			if sent, ok := simstamp.Parse(line); ok {
 				stamp, stamped = sent, true
 			}
-		case len(line) > 0:
+		default:
 			name, value, _ := bytes.Cut(line, []byte(":"))
 			value = bytes.TrimPrefix(value, []byte(" "))
 			switch string(name) {
@@ -201,15 +181,72 @@ func (r *Result) read(run context.Context, api API, body io.Reader) {
 				typ = append(typ[:0], value...)
 			}
 		}
+	}
+	// whole is the line whose start is in long and whose end is seg.
+	whole := func(seg []byte) []byte {
+		if len(long) == 0 {
+			return seg
+		}
+		line := append(long, seg...)
+		long = line[:0]
+		return line
+	}
+	for {
+		n, err := body.Read(buf[pending:])
+		if n > 0 {
+			at = time.Now()
+			p := buf[:pending+n]
+			i := 0 // where the line being read starts in p
+			if skipLF {
+				skipLF = false
+				if p[0] == '\n' {
+					i = 1
+				}
+			}
+			for i < len(p) {
+				k := indexLineEnd(p[i:])
+				if k < 0 {
+					break
+				}
+				end := i + k
+				if len(long)+k > maxLine {
+					break
+				}
+				handle(whole(p[i:end]))
+				i = end + 1
+				if p[end] == '\r' {
+					switch {
+					case i == len(p):
+						skipLF = true
+					case p[i] == '\n':
+						i++
+					}
+				}
+			}
+			// p[i:] is a line not yet ended: kept at buf's start, or
+			// added to long once it fills buf.
+			pending = copy(buf, p[i:])
+			if pending == len(buf) {
+				long = append(long, buf...)
+				pending = 0
+			}
+			if len(long)+pending > maxLine {
+				r.fail(ErrUnreadable, fmt.Sprintf("a line longer than %d bytes", maxLine))
+				break
+			}
+		}
 		if err != nil {
 			if err != io.EOF {
 				r.End = time.Since(r.Start)
 				r.failErr(run, err)
 				return
 			}
+			if len(long)+pending > 0 {
+				handle(whole(buf[:pending]))
+			}
 			// An event left without its blank line at the end (llama.cpp's
 			// last [DONE]) still counts.
-			dispatch(at)
+			dispatch()
 			break
 		}
 	}
@@ -220,4 +257,16 @@ func (r *Result) read(run context.Context, api API, body io.Reader) {
 	if !done {
 		r.fail(ErrTruncated, "the stream ended without the API's end marker")
 	}
+}
+
+// indexLineEnd is the index of the first CR or LF in p, or -1.
+func indexLineEnd(p []byte) int {
+	lf := bytes.IndexByte(p, '\n')
+	if lf < 0 {
+		return bytes.IndexByte(p, '\r')
+	}
+	if cr := bytes.IndexByte(p[:lf], '\r'); cr >= 0 {
+		return cr
+	}
+	return lf
 }

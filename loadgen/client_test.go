@@ -2,12 +2,14 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/tokentap/tokentap/simstamp"
@@ -82,6 +84,10 @@ func TestReadFraming(t *testing.T) {
 	}{
 		{name: "lf", body: openaiContent + "\n\n" + openaiContent + "\n\ndata: [DONE]\n\n", events: 3, content: 2, tokens: 2},
 		{name: "crlf", body: openaiContent + "\r\n\r\n" + openaiContent + "\r\n\r\ndata: [DONE]\r\n\r\n", events: 3, content: 2, tokens: 2},
+		{name: "bare cr", body: openaiContent + "\r\r" + openaiContent + "\r\rdata: [DONE]\r\r", events: 3, content: 2, tokens: 2},
+		{name: "mixed line ends", body: openaiContent + "\r\n\r" + openaiContent + "\n\rdata: [DONE]\r\n\n", events: 3, content: 2, tokens: 2},
+		{name: "a BOM at the start is skipped", body: "\xEF\xBB\xBF" + openaiContent + "\n\ndata: [DONE]\n\n", events: 2, content: 1, tokens: 1},
+		{name: "a BOM after the start is a field name's", body: openaiContent + "\n\n\xEF\xBB\xBF" + openaiContent + "\n\ndata: [DONE]\n\n", events: 2, content: 1, tokens: 1},
 		{name: "no space after the colon", body: `data:{"choices":[{"delta":{"content":"a"}}]}` + "\n\ndata:[DONE]\n\n", events: 2, content: 1, tokens: 1},
 		{name: "keep-alive comments and unknown fields", body: ": ping\n\nid: 7\nretry: 10\n" + openaiContent + "\n\n: ping\ndata: [DONE]\n\n", events: 2, content: 1, tokens: 1},
 		{name: "blank lines without data dispatch nothing", body: "\n\n\n" + openaiContent + "\n\n\n\ndata: [DONE]\n\n", events: 2, content: 1, tokens: 1},
@@ -104,14 +110,20 @@ func TestReadFraming(t *testing.T) {
 			if api == "" {
 				api = OpenAI
 			}
+			// Whole, and one byte a read: a CRLF split between reads, or a
+			// line across many, must read the same.
+			for _, body := range []io.Reader{strings.NewReader(tc.body), iotest.OneByteReader(strings.NewReader(tc.body))} {
+				r := &Result{Start: time.Now()}
+				r.read(context.Background(), api, body)
+				if r.Events != tc.events || r.ContentEvents != tc.content || len(r.Delays) != tc.delays ||
+					r.ErrorKind != tc.errorKind || r.OutputTokens != tc.tokens {
+					t.Errorf("%T: %d events, %d with content, %d delays, %d tokens, error %q (%s); want %d, %d, %d, %d, %q",
+						body, r.Events, r.ContentEvents, len(r.Delays), r.OutputTokens, r.ErrorKind, r.Error,
+						tc.events, tc.content, tc.delays, tc.tokens, tc.errorKind)
+				}
+			}
 			r := &Result{Start: time.Now()}
 			r.read(context.Background(), api, strings.NewReader(tc.body))
-			if r.Events != tc.events || r.ContentEvents != tc.content || len(r.Delays) != tc.delays ||
-				r.ErrorKind != tc.errorKind || r.OutputTokens != tc.tokens {
-				t.Errorf("%d events, %d with content, %d delays, %d tokens, error %q (%s); want %d, %d, %d, %d, %q",
-					r.Events, r.ContentEvents, len(r.Delays), r.OutputTokens, r.ErrorKind, r.Error,
-					tc.events, tc.content, tc.delays, tc.tokens, tc.errorKind)
-			}
 			for _, d := range r.Delays {
 				// The stamps are 1000 ns after the epoch: the delay is the
 				// time since then, which says the stamp, not the arrival
@@ -168,5 +180,55 @@ func TestRequestHeaders(t *testing.T) {
 	}
 	if host := <-hosts; host != "api.example.com" {
 		t.Errorf("host %q, want api.example.com", host)
+	}
+}
+
+// TestReadTimesBareCR: a line ended by a bare CR is read when the read that
+// ends it returns, not when a later LF or the end of the stream comes, so
+// a stream ending its lines that way is timed event by event.
+func TestReadTimesBareCR(t *testing.T) {
+	const gap = 50 * time.Millisecond
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = pw.Write([]byte(`data: {"choices":[{"delta":{"content":"a"}}]}` + "\r\r"))
+		time.Sleep(gap)
+		_, _ = pw.Write([]byte("data: [DONE]\r\r"))
+		pw.Close()
+	}()
+	r := &Result{Start: time.Now()}
+	r.read(context.Background(), OpenAI, pr)
+	if !r.OK() || r.ContentEvents != 1 {
+		t.Fatalf("%d content events, error %q (%s)", r.ContentEvents, r.ErrorKind, r.Error)
+	}
+	// The first token came a gap before the end; read at the end, it
+	// would be dated with it.
+	if d := r.End - r.FirstToken; d < gap*3/5 {
+		t.Errorf("first token %v, end %v: the event was dated %v before the end, want about %v", r.FirstToken, r.End, d, gap)
+	}
+}
+
+// BenchmarkRead times the client's reading of a 500-event OpenAI chat
+// stream, whole in one read and in reads of 256 bytes, the client's own
+// cost per event in what it measures.
+func BenchmarkRead(b *testing.B) {
+	var sb strings.Builder
+	for i := range 500 {
+		sb.WriteString(`data: {"id":"c1","model":"m","choices":[{"delta":{"content":" ` + simWords[i%len(simWords)] + `"}}]}` + "\n\n")
+	}
+	sb.WriteString("data: {\"choices\":[],\"usage\":{\"completion_tokens\":500}}\n\ndata: [DONE]\n\n")
+	body := []byte(sb.String())
+	for _, chunk := range []int{0, 256} {
+		b.Run(fmt.Sprintf("reads of %d bytes", chunk), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r := &Result{}
+				r.read(context.Background(), OpenAI, &chunkReader{b: body, n: chunk})
+				if r.ContentEvents != 500 {
+					b.Fatalf("%d content events", r.ContentEvents)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*502), "ns/event")
+		})
 	}
 }
