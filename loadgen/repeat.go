@@ -91,8 +91,8 @@ type MeanInterval struct {
 	CIHigh    *float64 `json:"ci_high,omitempty"`
 }
 
-// newMeanInterval summarises values at the Confidence level.
-func newMeanInterval(values []float64) MeanInterval {
+// NewMeanInterval summarises values at the Confidence level.
+func NewMeanInterval(values []float64) MeanInterval {
 	n := len(values)
 	iv := MeanInterval{N: n}
 	if n == 0 {
@@ -187,9 +187,9 @@ func summarise(runs []*Report) RepeatSummary {
 				thr = append(thr, r.Throughput)
 			}
 		}
-		ms.TTFTP50, ms.TTFTP95 = newMeanInterval(ttft50), newMeanInterval(ttft95)
-		ms.TPSP50, ms.TPSP95 = newMeanInterval(tps50), newMeanInterval(tps95)
-		ms.Throughput = newMeanInterval(thr)
+		ms.TTFTP50, ms.TTFTP95 = NewMeanInterval(ttft50), NewMeanInterval(ttft95)
+		ms.TPSP50, ms.TPSP95 = NewMeanInterval(tps50), NewMeanInterval(tps95)
+		ms.Throughput = NewMeanInterval(thr)
 		s.Models = append(s.Models, ms)
 	}
 	return s

@@ -39,7 +39,7 @@ func TestMeanInterval(t *testing.T) {
 		{name: "ten values", values: []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, mean: 5.5, interval: true, stdev: 3.0277, half: 2.1659},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			iv := newMeanInterval(tc.values)
+			iv := NewMeanInterval(tc.values)
 			near := func(got, want float64) bool { return math.Abs(got-want) <= 1e-4*max(1, math.Abs(want)) }
 			if iv.N != len(tc.values) || !near(iv.Mean, tc.mean) {
 				t.Errorf("n %d, mean %v; want %d, %v", iv.N, iv.Mean, len(tc.values), tc.mean)

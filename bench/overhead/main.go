@@ -64,7 +64,10 @@ type options struct {
 	// path, with tokentap, in place of the A/A control: two builds
 	// compared in one interleaved run, the only way to tell a change of a
 	// few per cent from the machine's drift between runs.
-	compare    string
+	compare string
+	// runs is how many whole runs to make, the builds swapped each run
+	// with --compare, summarised per build with 95 % intervals.
+	runs       int
 	short      bool
 	levels     []level
 	rounds     int
@@ -97,6 +100,7 @@ func parseOptions(args []string) (options, error) {
 	var levels string
 	fs.StringVar(&o.binary, "binary", "", "the built tokentap binary (default: go build ./cmd/tokentap into the work directory)")
 	fs.StringVar(&o.compare, "compare", "", "a second tokentap binary, run with tokentap as the fourth path in place of the A/A control (an A/B of two builds; no targets are judged)")
+	fs.IntVar(&o.runs, "runs", 1, "whole runs to make in turn, 1 to 20; with --compare the two builds swap paths each run; a summary gives each build's CPU vs Caddy and added p99 per run with 95 % intervals, and their paired difference")
 	fs.BoolVar(&o.short, "short", false, "a shortened run for CI: 2 rounds of 2 s cells, 128 streams for memory")
 	fs.StringVar(&levels, "levels", "", `concurrency levels as "concurrency:tokens-per-second:tokens,..." (default "1:200:100,64:100:50,512:20:20")`)
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per level, alternating path order (default 8, --short 2)")
@@ -154,6 +158,12 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.profileFor < time.Second || o.profileFor > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("profile-duration must be 1s to 5m, got %s", o.profileFor))
+	}
+	if o.runs < 1 || o.runs > 20 {
+		errs = append(errs, fmt.Errorf("runs must be 1 to 20, got %d", o.runs))
+	}
+	if o.runs > 1 && o.profile != "" {
+		errs = append(errs, errors.New("profile is taken in a single run: leave out --runs"))
 	}
 	if o.profileBase != "" && o.profile == "" {
 		errs = append(errs, errors.New("profile-baseline needs --profile"))
@@ -217,6 +227,13 @@ func main() {
 	debug.SetGCPercent(400)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.runs > 1 {
+		if err := mainSeries(ctx, o); err != nil {
+			fmt.Fprintln(os.Stderr, "overhead:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	rep, err := run(ctx, o, os.Stderr)
 	if rep != nil {
 		rep.writeMarkdown(os.Stdout)
@@ -232,7 +249,29 @@ func main() {
 	}
 }
 
-func writeJSON(path string, rep *report) error {
+// mainSeries makes the --runs runs, printing each run's report and then
+// the summary, which --json also writes.
+func mainSeries(ctx context.Context, o options) error {
+	if o.binary == "" {
+		// One build for every run, not one per run.
+		dir, err := os.MkdirTemp("", "tokentap-overhead-bin-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if o.binary, err = buildBinary(ctx, dir); err != nil {
+			return err
+		}
+	}
+	s, err := runSeries(ctx, o, os.Stderr, os.Stdout)
+	s.writeMarkdown(os.Stdout)
+	if o.jsonOut != "" {
+		err = errors.Join(err, writeJSON(o.jsonOut, s))
+	}
+	return err
+}
+
+func writeJSON(path string, rep any) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err

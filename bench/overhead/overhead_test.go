@@ -120,6 +120,13 @@ func TestParseOptions(t *testing.T) {
 		{name: "one-token streams have no gaps", args: []string{"--levels", "1:50:1"}, wantErr: "tokens 2-100000"},
 		{name: "unbounded cell", args: []string{"--cell", "1h"}, wantErr: "cell"},
 		{name: "profile at a level not run", args: []string{"--profile", "p", "--profile-concurrency", "7"}, wantErr: "not one of the levels"},
+		{name: "runs out of bounds", args: []string{"--runs", "21"}, wantErr: "runs must be 1 to 20"},
+		{name: "a profile in a series", args: []string{"--runs", "2", "--profile", "p"}, wantErr: "profile is taken in a single run"},
+		{name: "runs", args: []string{"--runs", "4", "--compare", "/b/old"}, check: func(t *testing.T, o options) {
+			if o.runs != 4 {
+				t.Errorf("%+v", o)
+			}
+		}},
 		{name: "baseline profile alone", args: []string{"--profile-baseline", "c.pprof"}, wantErr: "profile-baseline needs --profile"},
 		{name: "baseline profile", args: []string{"--profile", "t.pprof", "--profile-baseline", "c.pprof"}, check: func(t *testing.T, o options) {
 			if o.profile != "t.pprof" || o.profileBase != "c.pprof" {

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/tokentap/tokentap/loadgen"
+)
+
+// A series is --runs whole runs in turn. Between runs the machine's level
+// moves more than two builds differ (docs/BENCHMARKS.md has CPU per event
+// of plain Caddy from 24 to 44 µs across sessions), so a claim about a
+// build rests on several runs: with --compare the two builds change paths
+// every run, so that neither keeps the position the order of the cells
+// might favour, and each run gives one paired difference, which the
+// machine's level moves far less than either ratio.
+type series struct {
+	Runs    []seriesRun   `json:"runs"`
+	Summary []seriesLevel `json:"summary"`
+}
+
+// seriesRun is one run: which build was on the tokentap path and which on
+// the fourth (empty for the A/A control), and its report.
+type seriesRun struct {
+	Tokentap string  `json:"tokentap_binary"`
+	Fourth   string  `json:"fourth_binary,omitempty"`
+	Report   *report `json:"report"`
+}
+
+// seriesLevel summarises one concurrency over the runs: each build's (or,
+// without --compare, tokentap's and the A/A control's) CPU per event and
+// added p99 in every run, with their means, and with --compare the paired
+// difference of the first build less the second.
+type seriesLevel struct {
+	Concurrency int         `json:"concurrency"`
+	Rows        []seriesRow `json:"rows"`
+	Difference  *seriesRow  `json:"difference,omitempty"`
+}
+
+// seriesRow is one build's (or path's) figures, one value per run, in run
+// order, and their Student-t 95 % intervals.
+type seriesRow struct {
+	Name           string               `json:"name"`
+	CPUVsCaddy     []float64            `json:"cpu_vs_caddy"`
+	CPUVsCaddyMean loadgen.MeanInterval `json:"cpu_vs_caddy_mean"`
+	AddedP99us     []float64            `json:"added_p99_us"`
+	AddedP99Mean   loadgen.MeanInterval `json:"added_p99_us_mean"`
+}
+
+// runSeries runs the benchmark o.runs times, run i with the two builds
+// swapped when i is odd, and summarises the runs. The runs that completed
+// are summarised also when a later one fails.
+func runSeries(ctx context.Context, o options, log io.Writer, out io.Writer) (*series, error) {
+	s := &series{}
+	for i := range o.runs {
+		oi := o
+		if o.compare != "" && i%2 == 1 {
+			oi.binary, oi.compare = o.compare, o.binary
+		}
+		fmt.Fprintf(log, "run %d of %d: %s on the tokentap path\n", i+1, o.runs, oi.binary)
+		rep, err := run(ctx, oi, log)
+		if rep != nil {
+			fmt.Fprintf(out, "# Run %d of %d\n\n", i+1, o.runs)
+			rep.writeMarkdown(out)
+			s.Runs = append(s.Runs, seriesRun{Tokentap: oi.binary, Fourth: oi.compare, Report: rep})
+		}
+		if err != nil {
+			s.summarise(o)
+			return s, fmt.Errorf("run %d: %w", i+1, err)
+		}
+	}
+	s.summarise(o)
+	return s, nil
+}
+
+// summarise builds Summary from Runs. The first build is o.binary, the
+// second o.compare; without --compare the rows are the tokentap path and
+// the A/A control.
+func (s *series) summarise(o options) {
+	s.Summary = nil
+	first, second := "tokentap", pathNames[pathControl]
+	if o.compare != "" {
+		first, second = "--binary "+o.binary, "--compare "+o.compare
+	}
+	for _, lv := range o.levels {
+		sl := seriesLevel{Concurrency: lv.Concurrency}
+		rows := [2]seriesRow{{Name: first}, {Name: second}}
+		diff := seriesRow{Name: "difference, first less second"}
+		for _, r := range s.Runs {
+			lr := r.Report.level(lv.Concurrency)
+			if lr == nil || len(lr.Paths) != numPaths {
+				continue
+			}
+			tap, fourth := lr.Paths[pathTokentap], lr.Paths[pathControl]
+			if tap.CPUVsCaddy == nil || fourth.CPUVsCaddy == nil || tap.AddedP99us == nil || fourth.AddedP99us == nil {
+				continue
+			}
+			a, b := tap, fourth
+			if o.compare != "" && r.Tokentap != o.binary {
+				a, b = fourth, tap
+			}
+			rows[0].add(*a.CPUVsCaddy, *a.AddedP99us)
+			rows[1].add(*b.CPUVsCaddy, *b.AddedP99us)
+			diff.add(*a.CPUVsCaddy-*b.CPUVsCaddy, *a.AddedP99us-*b.AddedP99us)
+		}
+		for i := range rows {
+			rows[i].close()
+		}
+		sl.Rows = rows[:]
+		if o.compare != "" {
+			diff.close()
+			sl.Difference = &diff
+		}
+		s.Summary = append(s.Summary, sl)
+	}
+}
+
+func (r *seriesRow) add(cpu, p99 float64) {
+	r.CPUVsCaddy = append(r.CPUVsCaddy, cpu)
+	r.AddedP99us = append(r.AddedP99us, p99)
+}
+
+func (r *seriesRow) close() {
+	r.CPUVsCaddyMean = loadgen.NewMeanInterval(r.CPUVsCaddy)
+	r.AddedP99Mean = loadgen.NewMeanInterval(r.AddedP99us)
+}
+
+// level returns the report's figures at concurrency c, or nil.
+func (rep *report) level(c int) *levelReport {
+	for i := range rep.Levels {
+		if rep.Levels[i].Concurrency == c {
+			return &rep.Levels[i]
+		}
+	}
+	return nil
+}
+
+// writeMarkdown writes the summary table: per level, each row's value in
+// every run, then its mean and 95 % interval.
+func (s *series) writeMarkdown(w io.Writer) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Summary of %d runs\n\n", len(s.Runs))
+	for _, sl := range s.Summary {
+		fmt.Fprintf(&b, "## Concurrency %d\n\n", sl.Concurrency)
+		b.WriteString("| | CPU vs Caddy, each run | mean (95 % interval) | added p99 µs, each run | mean (95 % interval) |\n")
+		b.WriteString("| --- | --- | --- | --- | --- |\n")
+		rows := sl.Rows
+		if sl.Difference != nil {
+			rows = append(rows[:len(rows):len(rows)], *sl.Difference)
+		}
+		for i, r := range rows {
+			cpuFmt, p99Fmt := "%.3f", "%.0f"
+			if sl.Difference != nil && i == len(rows)-1 {
+				cpuFmt, p99Fmt = "%+.3f", "%+.0f"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Name,
+				joinValues(r.CPUVsCaddy, cpuFmt), interval(r.CPUVsCaddyMean, cpuFmt),
+				joinValues(r.AddedP99us, p99Fmt), interval(r.AddedP99Mean, p99Fmt))
+		}
+		b.WriteString("\n")
+	}
+	_, _ = io.WriteString(w, b.String())
+}
+
+func joinValues(v []float64, format string) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// interval writes a mean with its interval, or the mean alone when fewer
+// than two values give no interval.
+func interval(iv loadgen.MeanInterval, format string) string {
+	if iv.N == 0 {
+		return "–"
+	}
+	mean := fmt.Sprintf(format, iv.Mean)
+	if iv.CILow == nil || iv.CIHigh == nil {
+		return mean
+	}
+	return fmt.Sprintf("%s ("+format+" to "+format+")", mean, *iv.CILow, *iv.CIHigh)
+}
