@@ -152,15 +152,49 @@ func TestParseOptions(t *testing.T) {
 
 func TestRoundOrder(t *testing.T) {
 	var got []string
-	for r := range 3 {
+	for r := range 5 {
 		var keys string
 		for _, p := range roundOrder(r) {
 			keys += string(rune('A' + p))
 		}
 		got = append(got, keys)
 	}
-	if strings.Join(got, " ") != "ABCD DCBA ABCD" {
-		t.Errorf("rounds %v, want ABCD DCBA ABCD", got)
+	if want := "ABCD DCBA CADB BDAC ABCD"; strings.Join(got, " ") != want {
+		t.Errorf("rounds %v, want %s", got, want)
+	}
+	// Over four rounds every path takes every position once and follows
+	// every other path once.
+	var positions [numPaths][numPaths]int
+	follows := map[[2]int]int{}
+	for r := range 4 {
+		o := roundOrder(r)
+		for i, p := range o {
+			positions[p][i]++
+			if i > 0 {
+				follows[[2]int{o[i-1], p}]++
+			}
+		}
+	}
+	for p := range numPaths {
+		for i := range numPaths {
+			if positions[p][i] != 1 {
+				t.Errorf("path %c at position %d %d times in four rounds", 'A'+p, i+1, positions[p][i])
+			}
+		}
+	}
+	if len(follows) != numPaths*(numPaths-1) {
+		t.Errorf("%d ordered pairs of neighbours in four rounds, want %d: %v", len(follows), numPaths*(numPaths-1), follows)
+	}
+	// Two rounds (--short): Caddy, tokentap and the fourth path have the
+	// same mean position.
+	var sum [numPaths]int
+	for r := range 2 {
+		for i, p := range roundOrder(r) {
+			sum[p] += i
+		}
+	}
+	if sum[pathCaddy] != sum[pathTokentap] || sum[pathCaddy] != sum[pathControl] {
+		t.Errorf("positions summed over two rounds %v: Caddy, tokentap and the fourth path differ", sum)
 	}
 }
 

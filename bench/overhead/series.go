@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/tokentap/tokentap/loadgen"
@@ -58,6 +59,10 @@ func runSeries(ctx context.Context, o options, log io.Writer, out io.Writer) (*s
 		oi := o
 		if o.compare != "" && i%2 == 1 {
 			oi.binary, oi.compare = o.compare, o.binary
+		}
+		if o.workDir != "" {
+			// Each run's configs and logs of their own.
+			oi.workDir = filepath.Join(o.workDir, fmt.Sprintf("run-%d", i+1))
 		}
 		fmt.Fprintf(log, "run %d of %d: %s on the tokentap path\n", i+1, o.runs, oi.binary)
 		rep, err := run(ctx, oi, log)
