@@ -11,9 +11,8 @@ import (
 )
 
 // A series is --runs whole runs in turn. Between runs the machine's level
-// moves more than two builds differ (docs/BENCHMARKS.md has CPU per event
-// of plain Caddy from 24 to 44 µs across sessions), so a claim about a
-// build rests on several runs: with --compare the two builds change paths
+// moves more than two builds differ (docs/BENCHMARKS.md, "Two builds in
+// one run"), so a claim about a build rests on several runs: with --compare the two builds change paths
 // every run, so that neither keeps the position the order of the cells
 // might favour, and each run gives one paired difference, which the
 // machine's level moves far less than either ratio.
