@@ -7,9 +7,10 @@
 // it: direct, plain Caddy reverse_proxy, Caddy with tokentap, and a second
 // plain Caddy, identical to the first, whose difference from it is the
 // machine's noise floor (an A/A control). Each proxy is its own process
-// from the same binary. At each concurrency the paths take turns, in
-// alternating order (A B C D, D C B A, ...), so that drift in the machine's
-// load falls on all of them alike.
+// from the same binary. At each concurrency the paths take turns, in the
+// orders of a Williams square (A B C D, D C B A, C A D B, B D A C, ...), so
+// that drift in the machine's load falls on all of them alike and no path
+// keeps a position in the round.
 //
 // Per path it reports the client's time to first token, each event's
 // delivery delay (client arrival minus upstream write, one clock) and what
@@ -113,7 +114,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.runs, "runs", 1, "whole runs to make in turn, 1 to 20; with --compare the two builds swap paths each run; a summary gives each build's CPU vs Caddy and added p99 per run with 95 % intervals, and their paired difference")
 	fs.BoolVar(&o.short, "short", false, "a shortened run for CI: 2 rounds of 2 s cells, 128 streams for memory")
 	fs.StringVar(&levels, "levels", "", `concurrency levels as "concurrency:tokens-per-second:tokens,..." (default "1:200:100,64:100:50,512:20:20")`)
-	fs.IntVar(&o.rounds, "rounds", 0, "rounds per level, alternating path order (default 8, --short 2)")
+	fs.IntVar(&o.rounds, "rounds", 0, "rounds per level, the paths in the orders of a Williams square, which a multiple of 4 balances (default 8, --short 2)")
 	fs.DurationVar(&o.cell, "cell", 0, "time each path is loaded per round (default 2.5s, --short 2s)")
 	fs.DurationVar(&o.ttft, "ttft", 20*time.Millisecond, "the simulator's time to first token")
 	fs.IntVar(&o.rssStreams, "rss-streams", 0, "open streams for the memory measurement (default 512, --short 128)")

@@ -12,10 +12,10 @@ import (
 
 // A series is --runs whole runs in turn. Between runs the machine's level
 // moves more than two builds differ (docs/BENCHMARKS.md, "Two builds in
-// one run"), so a claim about a build rests on several runs: with --compare the two builds change paths
-// every run, so that neither keeps the position the order of the cells
-// might favour, and each run gives one paired difference, which the
-// machine's level moves far less than either ratio.
+// one run"), so a claim about a build rests on several runs: with
+// --compare the two builds change paths every run, so that neither keeps
+// a path the order of the cells might favour, and each run gives one
+// difference of the two builds measured under the same conditions.
 type series struct {
 	Runs    []seriesRun   `json:"runs"`
 	Summary []seriesLevel `json:"summary"`
