@@ -188,6 +188,38 @@ func rawWalkMembers(obj string, fn func(key, rest string) int) int {
 	if i < len(obj) && obj[i] == '}' {
 		return i + 1
 	}
+	return rawWalkMembersFrom(obj, i, fn)
+}
+
+// rawKeyStart is the index of the opening quote of the key whose value
+// starts at obj[valueStart], the key's raw bytes being keyLen long: the
+// start of that member, where rawWalkMembersFrom may resume. It is -1 when
+// obj does not have a key and colon there.
+func rawKeyStart(obj string, valueStart, keyLen int) int {
+	i := valueStart - 1
+	for i >= 0 && isRawSpace(obj[i]) {
+		i--
+	}
+	if i < 0 || obj[i] != ':' {
+		return -1
+	}
+	i--
+	for i >= 0 && isRawSpace(obj[i]) {
+		i--
+	}
+	start := i - keyLen - 1
+	if i < 0 || obj[i] != '"' || start < 0 || obj[start] != '"' {
+		return -1
+	}
+	return start
+}
+
+func isRawSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// rawWalkMembersFrom is rawWalkMembers from obj[i] on, where a member's key
+// starts (after the object's '{' or a ','): a reader that knows the members
+// before i resumes the walk there.
+func rawWalkMembersFrom(obj string, i int, fn func(key, rest string) int) int {
 	for {
 		if i >= len(obj) || obj[i] != '"' {
 			return -1

@@ -81,16 +81,46 @@ func TestRawMembers(t *testing.T) {
 // measured of it, or the value as rawValueEnd finds it where the descent
 // failed. n is what rawWalkMembers returned.
 func walkedMembers(obj string) (members []string, n int) {
-	n = rawWalkMembers(obj, func(k, rest string) int {
+	n = rawWalkMembers(obj, collectMembers(&members))
+	return members, n
+}
+
+// collectMembers is walkedMembers' callback: it appends each member to
+// members as key=value, descending into objects and arrays.
+func collectMembers(members *[]string) func(k, rest string) int {
+	return func(k, rest string) int {
 		n := walkedLen(rest)
 		if n > 0 {
-			members = append(members, k+"="+rest[:n])
+			*members = append(*members, k+"="+rest[:n])
 		} else if v := rawValueAt(rest); v != "" {
-			members = append(members, k+"="+v)
+			*members = append(*members, k+"="+v)
 		}
 		return n
+	}
+}
+
+// checkResume holds rawKeyStart and rawWalkMembersFrom to rawWalkMembers:
+// each member's key starts where rawKeyStart says, and a walk resumed
+// there hands out that member and the ones after it, as members lists
+// them.
+func checkResume(t *testing.T, obj string, members []string) {
+	t.Helper()
+	var starts []int
+	rawWalkMembers(obj, func(k, rest string) int {
+		ks := rawKeyStart(obj, len(obj)-len(rest), len(k))
+		if ks < 0 || obj[ks] != '"' || obj[ks+1:ks+1+len(k)] != k {
+			t.Fatalf("%q: rawKeyStart put key %q at %d", obj, k, ks)
+		}
+		starts = append(starts, ks)
+		return walkedLen(rest)
 	})
-	return members, n
+	for j, ks := range starts {
+		var tail []string
+		rawWalkMembersFrom(obj, ks, collectMembers(&tail))
+		if want := members[min(j, len(members)):]; !reflect.DeepEqual(tail, want) && !(len(tail) == 0 && len(want) == 0) {
+			t.Fatalf("%q: the walk resumed at %d handed out %q, want %q", obj, ks, tail, want)
+		}
+	}
 }
 
 // walkedLen descends into the value at the start of rest, as a walker's
@@ -385,6 +415,9 @@ func checkRawValue(t *testing.T, in, v string, depth int) {
 	})
 	if walked, _ := walkedMembers(v); !reflect.DeepEqual(walked, members) {
 		t.Fatalf("%q: rawWalkMembers, descending, handed out %q, rawMembers %q", v, walked, members)
+	}
+	if walked, _ := walkedMembers(v); len(walked) > 0 {
+		checkResume(t, v, walked)
 	}
 	rawMembers(v, func(k, val string) bool {
 		within("value", val)

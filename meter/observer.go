@@ -30,6 +30,9 @@ type Observer struct {
 	text   TextSink
 	choice int
 	items  int
+	// head is the repeated start of the stream's JSON chunks, which a
+	// dialect may skip (repeatedHead).
+	head repeatedHead
 }
 
 // maxTokenizedDelta bounds the delta handed to the Estimator. Counting runs

@@ -92,12 +92,37 @@ func (openAIChat) Body(o *Observer, body []byte) {
 // per-event path it uses the raw reader of jsonraw.go, because text deltas
 // and tool-call arguments are full of escapes that a decoding reader would
 // allocate for.
+//
+// A stream's chunks repeat their first members byte for byte (id, object,
+// created, model, system_fingerprint), and those change nothing once read.
+// So the walk resumes after the head the last chunk began with when this
+// one begins with the same bytes (Observer.head): half of a typical chunk
+// is its head.
 func readOpenAIChunk(o *Observer, s string) {
 	var out eventOutput
 	var hasUsage bool
 	var usage Usage
 	var timings string
-	rawWalkMembers(s, func(k, rest string) int {
+	from := o.head.skip(s)
+	// While the head is being found, headEnd is where it ends so far: the
+	// start of the member after the last one it holds.
+	finding, headEnd, members := from == 0, 0, 0
+	// identityLate is set when an identity member comes after the head:
+	// then skipping the head next time would leave that member's value
+	// where the head's should be.
+	identityLate := false
+	walk := func(k, rest string) int {
+		if finding {
+			if !openAIHeadMember(k, rest) {
+				finding = false
+				if members > 0 {
+					headEnd = max(rawKeyStart(s, len(s)-len(rest), len(k)), 0)
+				}
+			}
+			members++
+		} else if isIdentityKey(k) {
+			identityLate = true
+		}
 		if k == "choices" {
 			return rawWalkValues(rest, func(choice string) int {
 				c, end := readOpenAIChoice(o, choice)
@@ -148,7 +173,18 @@ func readOpenAIChunk(o *Observer, s string) {
 			}
 		}
 		return len(v)
-	})
+	}
+	if from > 0 {
+		rawWalkMembersFrom(s, from, walk)
+	} else {
+		rawWalkMembers(s, walk)
+	}
+	switch {
+	case identityLate:
+		o.head.clear()
+	case from == 0:
+		o.head.set(s[:headEnd])
+	}
 	if rawKindOf(timings) == kindObject {
 		cached := readLlamaCppTimings(o, timings)
 		// timings_per_token puts timings on every chunk; a cache count
@@ -162,6 +198,26 @@ func readOpenAIChunk(o *Observer, s string) {
 		o.Usage(usage)
 	}
 	out.report(o)
+}
+
+// openAIHeadMember reports whether the top-level member k, whose value
+// starts rest, may be skipped when a chunk repeats it: the identity
+// members, which record only a change, and the members readOpenAIChunk
+// ignores. The others act on every chunk that has them.
+func openAIHeadMember(k, rest string) bool {
+	switch k {
+	case "choices", "usage", "x_groq", "timings", "finish_reason", "error":
+		return false
+	case "object":
+		v := rawValueAt(rest)
+		return v != `"error"` && v != `"chat.completion.done"`
+	}
+	return true
+}
+
+// isIdentityKey reports whether k is a member Observer.identity reads.
+func isIdentityKey(k string) bool {
+	return k == "id" || k == "model" || k == "service_tier" || k == "system_fingerprint"
 }
 
 // readOpenAIChoice reads the element of choices at the start of rest: a
