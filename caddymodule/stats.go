@@ -30,11 +30,6 @@ func init() {
 	})
 }
 
-// healthLogger is where health changes are logged: Caddy's default
-// logger, or a quiet one in the benchmarks, whose synthetic streams
-// swing by orders of magnitude and would print a change between results.
-var healthLogger = caddy.Log
-
 // healthChanged logs a row's change of health once and counts it. A row
 // turning slow is a warning: its model answers slower than it did.
 func healthChanged(k stats.Key, h drift.Health) {
@@ -47,7 +42,7 @@ func healthChanged(k stats.Key, h drift.Health) {
 	for _, l := range labels {
 		fields = append(fields, zap.String("label."+l.Name, l.Value))
 	}
-	logger := healthLogger().Named("tokentap.health")
+	logger := caddy.Log().Named("tokentap.health")
 	if h.State == drift.Slow {
 		logger.Warn("model slower than its own baseline", fields...)
 	} else {

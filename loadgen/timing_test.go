@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -39,9 +40,23 @@ func TestRunTiming(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := RunSweep(context.Background(), Config{URL: base + "/v1", Models: []string{"fast", "slow"}, Requests: 16, Warmup: 2}, sw)
+		// Each level's requests, in the order they finished: the levels run
+		// one after another, so level i's are results[i*perLevel:].
+		const requests, warmup = 32, 2
+		const perLevel = requests + warmup
+		var mu sync.Mutex
+		var results []*Result
+		keep := func(r *Result) {
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+		}
+		rep, err := RunSweep(context.Background(), Config{URL: base + "/v1", Models: []string{"fast", "slow"}, Requests: requests, Warmup: warmup, OnResult: keep}, sw)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(results) != perLevel*len(sw.Levels) {
+			t.Fatalf("%d results, want %d a level", len(results), perLevel)
 		}
 		for i, level := range rep.Levels {
 			if level.Concurrency != int(sw.Levels[i]) {
@@ -58,6 +73,7 @@ func TestRunTiming(t *testing.T) {
 				}
 				if r := m.OutputTokensPerSecond.P50; math.Abs(r-w.rate)/w.rate > sweepRateSlack {
 					t.Errorf("concurrency %d, %s: output tokens/s p50 %.1f, want %.1f ± %.0f %%", level.Concurrency, m.Model, r, w.rate, sweepRateSlack*100)
+					logLevelRequests(t, results[i*perLevel:(i+1)*perLevel], m.Model)
 				}
 				t.Logf("concurrency %d, %s: time to first token p50 %.2f ms (simulator %v), output tokens/s p50 %.2f (simulator %g)",
 					level.Concurrency, m.Model, m.TimeToFirstToken.P50*1e3, w.ttft, m.OutputTokensPerSecond.P50, w.rate)
@@ -83,5 +99,36 @@ func TestRunTiming(t *testing.T) {
 				t.Errorf("the run took %v, want at most %v", took, tc.maxElapsed)
 			}
 		})
+	}
+}
+
+// logLevelRequests logs each request of one level for model: when it
+// started, from the level's first start, its time to first token, its
+// decode rate, and its longest gap between tokens and when that gap
+// ended. A rate off its bound is the simulator, the loopback or this
+// process falling behind; these show whether one stall of the machine
+// hit several requests at once or each was slow on its own.
+func logLevelRequests(t *testing.T, level []*Result, model string) {
+	t.Helper()
+	var first time.Time
+	for _, r := range level {
+		if first.IsZero() || r.Start.Before(first) {
+			first = r.Start
+		}
+	}
+	for _, r := range level {
+		if r.Model != model || r.Warmup {
+			continue
+		}
+		var gap, at, sum time.Duration
+		for _, g := range r.Gaps {
+			sum += g
+			if g > gap {
+				gap, at = g, r.FirstToken+sum
+			}
+		}
+		t.Logf("  request %2d: started at %8v, first token %8v, %6.1f tokens/s, longest gap %v ending at %v",
+			r.Seq, r.Start.Sub(first).Round(time.Microsecond), r.FirstToken.Round(time.Microsecond), r.OutputTokensPerSecond(),
+			gap.Round(time.Microsecond), (r.Start.Sub(first) + at).Round(time.Microsecond))
 	}
 }
