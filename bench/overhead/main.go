@@ -27,7 +27,9 @@
 //	go run ./bench/overhead --binary /tmp/tokentap [--short] [--json out.json]
 //
 // Two builds, or one against its A/A control, over a series of whole runs
-// with a summary of each build's figures and their paired difference:
+// with a summary of each build's figures and their paired difference, and
+// for two builds that difference split into the builds' share and the
+// paths' (a crossover analysis, crossover.go):
 //
 //	go run ./bench/overhead --binary /tmp/new --compare /tmp/old --runs 4
 //
@@ -111,7 +113,7 @@ func parseOptions(args []string) (options, error) {
 	var levels string
 	fs.StringVar(&o.binary, "binary", "", "the built tokentap binary (default: go build ./cmd/tokentap into the work directory)")
 	fs.StringVar(&o.compare, "compare", "", "a second tokentap binary, run with tokentap as the fourth path in place of the A/A control (an A/B of two builds; no targets are judged)")
-	fs.IntVar(&o.runs, "runs", 1, "whole runs to make in turn, 1 to 20; with --compare the two builds swap paths each run; a summary gives each build's CPU vs Caddy and added p99 per run with 95 % intervals, and their paired difference")
+	fs.IntVar(&o.runs, "runs", 1, "whole runs to make in turn, 1 to 20; with --compare the two builds swap paths each run; a summary gives each build's CPU vs Caddy and added p99 per run with 95 % intervals, their paired difference, and that difference split into the builds' share and the paths'")
 	fs.BoolVar(&o.short, "short", false, "a shortened run for CI: 2 rounds of 2 s cells, 128 streams for memory")
 	fs.StringVar(&levels, "levels", "", `concurrency levels as "concurrency:tokens-per-second:tokens,..." (default "1:200:100,64:100:50,512:20:20")`)
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per level, the paths in the orders of a Williams square, which a multiple of 4 balances (default 8, --short 2)")

@@ -37,6 +37,11 @@ type seriesLevel struct {
 	Concurrency int         `json:"concurrency"`
 	Rows        []seriesRow `json:"rows"`
 	Difference  *seriesRow  `json:"difference,omitempty"`
+	// CPUCrossover and P99Crossover split Difference into the builds'
+	// share and the paths' (crossover.go); absent without --compare or
+	// when the runs do not put each build on each path.
+	CPUCrossover *crossover `json:"cpu_vs_caddy_crossover,omitempty"`
+	P99Crossover *crossover `json:"added_p99_us_crossover,omitempty"`
 }
 
 // seriesRow is one build's (or path's) figures, one value per run, in run
@@ -92,6 +97,7 @@ func (s *series) summarise(o options) {
 		sl := seriesLevel{Concurrency: lv.Concurrency}
 		rows := [2]seriesRow{{Name: first}, {Name: second}}
 		diff := seriesRow{Name: "difference, first less second"}
+		var onTap []bool
 		for _, r := range s.Runs {
 			lr := r.Report.level(lv.Concurrency)
 			if lr == nil || len(lr.Paths) != numPaths {
@@ -108,6 +114,7 @@ func (s *series) summarise(o options) {
 			rows[0].add(*a.CPUVsCaddy, *a.AddedP99us)
 			rows[1].add(*b.CPUVsCaddy, *b.AddedP99us)
 			diff.add(*a.CPUVsCaddy-*b.CPUVsCaddy, *a.AddedP99us-*b.AddedP99us)
+			onTap = append(onTap, r.Tokentap == o.binary)
 		}
 		for i := range rows {
 			rows[i].close()
@@ -116,6 +123,12 @@ func (s *series) summarise(o options) {
 		if o.compare != "" {
 			diff.close()
 			sl.Difference = &diff
+			if c, ok := newCrossover(diff.CPUVsCaddy, onTap); ok {
+				sl.CPUCrossover = &c
+			}
+			if c, ok := newCrossover(diff.AddedP99us, onTap); ok {
+				sl.P99Crossover = &c
+			}
 		}
 		s.Summary = append(s.Summary, sl)
 	}
@@ -164,6 +177,12 @@ func (s *series) writeMarkdown(w io.Writer) {
 				joinValues(r.AddedP99us, p99Fmt), interval(r.AddedP99Mean, p99Fmt))
 		}
 		b.WriteString("\n")
+		if c, p := sl.CPUCrossover, sl.P99Crossover; c != nil && p != nil {
+			fmt.Fprintf(&b, "Split by which path the first build took (crossover, %d degrees of freedom): "+
+				"the builds differ by %s × Caddy's CPU and %s µs of added p99; "+
+				"the tokentap path less the fourth, for the same build, %s × and %s µs.\n\n",
+				c.DF, c.Build.format("%+.3f"), p.Build.format("%+.0f"), c.Paths.format("%+.3f"), p.Paths.format("%+.0f"))
+		}
 	}
 	_, _ = io.WriteString(w, b.String())
 }
@@ -187,4 +206,9 @@ func interval(iv loadgen.MeanInterval, format string) string {
 		return mean
 	}
 	return fmt.Sprintf("%s ("+format+" to "+format+")", mean, *iv.CILow, *iv.CIHigh)
+}
+
+// format writes the estimate with its interval.
+func (e estimate) format(f string) string {
+	return fmt.Sprintf(f+" ("+f+" to "+f+")", e.Value, e.Low, e.High)
 }
