@@ -70,6 +70,8 @@ func TestRepeatedHeadSkipIsExact(t *testing.T) {
 			chunk(`{"usage":{"prompt_tokens":1,"completion_tokens":1},"id":"c1","choices":[{"index":0,"delta":{"content":"b"}}]}`), false},
 		{"spaces around keys and colons", chunk(`{ "id" : "c1" , "model":"m" , "choices" : [{"index":0,"delta":{"content":"a"}}]}`) +
 			chunk(`{ "id" : "c1" , "model":"m" , "choices" : [{"index":0,"delta":{"content":"b"}}]}`), true},
+		{"the same head, then more space before the next key", chunk(`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"a"}}]}`) +
+			chunk(`{"id":"c1","model":"m",  	"choices":[{"index":0,"delta":{"content":"b"}}],"usage":{"prompt_tokens":2,"completion_tokens":2}}`), true},
 		{"the same head, then broken", chunk(head+`"choices":[{"index":0,"delta":{"content":"a"}}]}`) +
 			chunk(head+`"choices":[{"index":0,"delta":{"content":"b"`) + chunk(head+`"choices":[{"index":0,"delta":{"content":"c"}}]}`), true},
 		{"the head and nothing after it", chunk(head+`"choices":[{"index":0,"delta":{"content":"a"}}]}`) + chunk(head+"}"), true},

@@ -175,7 +175,9 @@ func readOpenAIChunk(o *Observer, s string) {
 		return len(v)
 	}
 	if from > 0 {
-		rawWalkMembersFrom(s, from, walk)
+		// The head ends where a key began; this chunk may have more space
+		// there, as the whole walk would skip after the comma.
+		rawWalkMembersFrom(s, rawSkipSpace(s, from), walk)
 	} else {
 		rawWalkMembers(s, walk)
 	}
