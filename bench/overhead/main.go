@@ -15,11 +15,12 @@
 // Per path it reports the client's time to first token, each event's
 // delivery delay (client arrival minus upstream write, one clock) and what
 // a proxy adds to it over plain Caddy next to the A/A difference, the
-// proxy's CPU seconds per million events (/proc/<pid>/stat), and its
-// resident memory per open stream. For the tokentap path it compares what
-// tokentap measured (its exported spans, received by internal/otlpsink in
-// a process of its own: this program's sink subcommand) with what the
-// client measured.
+// proxy's CPU seconds per million events (/proc/<pid>/stat, over the
+// whole level and a drain after it, so that work deferred past a cell
+// counts), and its resident memory per open stream. For the tokentap path
+// it compares what tokentap measured (its exported spans, received by
+// internal/otlpsink in a process of its own: this program's sink
+// subcommand) with what the client measured.
 //
 // Usage, from the repository root (bench/overhead.sh wraps it):
 //

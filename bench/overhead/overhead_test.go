@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -372,5 +373,39 @@ func TestAccuracy(t *testing.T) {
 	if r1.Matched != 2 || r1.Unmatched != 1 || r1.TTFTDiffP50ms != 1.0 || r1.TTFTDiffP99ms != 1.5 ||
 		r1.RateDiffP50pct != 1 || r1.RateUndefinedSpans != 1 {
 		t.Errorf("level 64: %+v", r1)
+	}
+}
+
+// TestRowCPU checks that a proxy's CPU per event counts the whole level,
+// its own cells and the rest, and says how much was outside its cells.
+func TestRowCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		s                 samples
+		proxied           bool
+		perMillion, share float64
+		wantCPU           bool
+	}{
+		{name: "deferred work counted", s: samples{events: 200_000, cpuTicks: 800, cellTicks: 780}, proxied: true,
+			perMillion: 8.0 / 200_000 * 1e6, share: 20.0 / 800, wantCPU: true},
+		{name: "all inside the cells", s: samples{events: 100_000, cpuTicks: 400, cellTicks: 400}, proxied: true,
+			perMillion: 4.0 / 100_000 * 1e6, share: 0, wantCPU: true},
+		{name: "the direct path has no proxy", s: samples{events: 100_000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.s.row("p", tc.proxied)
+			if !tc.wantCPU {
+				if r.CPUSeconds != nil || r.CPUPerMillionEvents != nil || r.CPUOutsideCells != nil {
+					t.Fatalf("CPU figures on a path without a proxy: %+v", r)
+				}
+				return
+			}
+			if r.CPUPerMillionEvents == nil || math.Abs(*r.CPUPerMillionEvents-tc.perMillion) > 1e-9 {
+				t.Errorf("CPU s per M events %v, want %v", r.CPUPerMillionEvents, tc.perMillion)
+			}
+			if r.CPUOutsideCells == nil || math.Abs(*r.CPUOutsideCells-tc.share) > 1e-9 {
+				t.Errorf("share outside the cells %v, want %v", r.CPUOutsideCells, tc.share)
+			}
+		})
 	}
 }

@@ -85,11 +85,15 @@ type pathRow struct {
 	DelayP99us float64        `json:"delay_p99_us"`
 	AddedP50us *float64       `json:"added_p50_us,omitempty"`
 	AddedP99us *float64       `json:"added_p99_us,omitempty"`
-	// CPU is the proxy process's, over its measured cells; nil on the
-	// direct path, which has no proxy.
+	// CPU is the proxy process's over the level, from its first cell to
+	// the drain after the last (bench.level); nil on the direct path,
+	// which has no proxy. CPUOutsideCells is the share of it used while
+	// other paths were loaded or in the drain: deferred work such as span
+	// export, and a collection running on past a cell.
 	CPUSeconds          *float64 `json:"cpu_seconds,omitempty"`
 	CPUPerMillionEvents *float64 `json:"cpu_seconds_per_million_events,omitempty"`
 	CPUVsCaddy          *float64 `json:"cpu_vs_caddy,omitempty"`
+	CPUOutsideCells     *float64 `json:"cpu_outside_cells_share,omitempty"`
 }
 
 type memoryReport struct {
@@ -214,6 +218,9 @@ func (s *samples) row(name string, proxied bool) pathRow {
 		row.CPUSeconds = ptr(cpu)
 		if s.events > 0 {
 			row.CPUPerMillionEvents = ptr(cpu / float64(s.events) * 1e6)
+		}
+		if s.cpuTicks > 0 {
+			row.CPUOutsideCells = ptr(float64(s.cpuTicks-s.cellTicks) / float64(s.cpuTicks))
 		}
 	}
 	return row
@@ -397,6 +404,16 @@ func (rep *report) writeMarkdown(w io.Writer) {
 				opt(r.CPUPerMillionEvents, "%.1f"), opt(r.CPUVsCaddy, "%.2f ×"))
 		}
 		b.WriteString("\n")
+		var outside []string
+		for _, r := range lr.Paths {
+			if r.CPUOutsideCells != nil {
+				outside = append(outside, fmt.Sprintf("%s %.1f %%", r.Path, *r.CPUOutsideCells*100))
+			}
+		}
+		if len(outside) > 0 {
+			fmt.Fprintf(&b, "Each proxy's CPU is counted from the first cell to %g s after the last; of it, outside its own cells: %s.\n\n",
+				drainAfterRounds.Seconds(), strings.Join(outside, ", "))
+		}
 	}
 
 	fmt.Fprintf(&b, "### Resident memory per open stream, %d streams\n\n", rep.Memory.Streams)

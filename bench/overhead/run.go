@@ -67,8 +67,11 @@ type samples struct {
 	events           int64
 	ttft             []int64 // ns, one per completed request
 	delays           []int64 // ns, one per event
-	cpuTicks         int64   // the proxy's, over its measured cells
-	wall             time.Duration
+	// cpuTicks is the proxy's CPU over the level, from its first cell to
+	// the drain after the last (bench.level); cellTicks only inside its
+	// own cells.
+	cpuTicks, cellTicks int64
+	wall                time.Duration
 }
 
 // clientView is one tokentap-path request as the client measured it.
