@@ -7,7 +7,7 @@ import (
 )
 
 // TestCrossover checks the crossover estimates against values worked by
-// hand, among them the series of record of 2026-12-07 05:06 UTC.
+// hand, among them the series of record of 2026-12-07 05:05 UTC.
 func TestCrossover(t *testing.T) {
 	// t(0.975, 6) and t(0.975, 1).
 	const t6, t1 = 2.446912, 12.706205
@@ -21,7 +21,7 @@ func TestCrossover(t *testing.T) {
 		build, paths, half float64
 	}{
 		{
-			name:  "eight runs, swapped each run (2026-12-07 05:06 UTC)",
+			name:  "eight runs, swapped each run (2026-12-07 05:05 UTC)",
 			d:     []float64{0.094, -0.056, 0.004, -0.081, -0.019, -0.054, -0.002, -0.078},
 			onTap: []bool{true, false, true, false, true, false, true, false},
 			ok:    true,
