@@ -111,11 +111,18 @@ func NewMeanInterval(values []float64) MeanInterval {
 		ss += (v - iv.Mean) * (v - iv.Mean)
 	}
 	stdev := math.Sqrt(ss / float64(n-1))
-	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}.Quantile(1 - (1-Confidence)/2)
+	t := TCritical(n - 1)
 	half := t * stdev / math.Sqrt(float64(n))
 	low, high := iv.Mean-half, iv.Mean+half
 	iv.Stdev, iv.HalfWidth, iv.CILow, iv.CIHigh = &stdev, &half, &low, &high
 	return iv
+}
+
+// TCritical is Student's t at 1 - (1 - Confidence)/2 with df degrees of
+// freedom: a two-sided interval at the Confidence level is the estimate
+// ± TCritical(df) standard errors.
+func TCritical(df int) float64 {
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile(1 - (1-Confidence)/2)
 }
 
 // RunRepeat runs cfg n times in turn (1 to MaxRepeat), run i with seed

@@ -214,6 +214,7 @@ func rawKeyStart(obj string, valueStart, keyLen int) int {
 	return start
 }
 
+// isRawSpace reports whether c is JSON whitespace.
 func isRawSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // rawWalkMembersFrom is rawWalkMembers from obj[i] on, where a member's key
@@ -556,7 +557,7 @@ var rawScalarStop = func() (stop [256]bool) {
 }()
 
 func rawSkipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+	for i < len(s) && isRawSpace(s[i]) {
 		i++
 	}
 	return i

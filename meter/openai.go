@@ -96,8 +96,8 @@ func (openAIChat) Body(o *Observer, body []byte) {
 // A stream's chunks repeat their first members byte for byte (id, object,
 // created, model, system_fingerprint), and those change nothing once read.
 // So the walk resumes after the head the last chunk began with when this
-// one begins with the same bytes (Observer.head): half of a typical chunk
-// is its head.
+// one begins with the same bytes (Observer.head), and a stream's head is
+// read once, not once a chunk.
 func readOpenAIChunk(o *Observer, s string) {
 	var out eventOutput
 	var hasUsage bool

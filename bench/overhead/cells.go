@@ -156,6 +156,9 @@ func (b *bench) cell(ctx context.Context, li int, lv level, round, pi int) error
 			return err
 		}
 	}
+	b.mu.Lock()
+	eventsBefore := s.events
+	b.mu.Unlock()
 	started := time.Now()
 	_, err := loadgen.Run(ctx, loadgen.Config{
 		URL: p.url + "/v1", Models: []string{"bench"}, Concurrency: lv.Concurrency, Duration: b.o.cell,
@@ -179,6 +182,7 @@ func (b *bench) cell(ctx context.Context, li int, lv level, round, pi int) error
 		}
 		b.mu.Lock()
 		s.cellTicks += after - before
+		s.cells = append(s.cells, cellCPU{Round: round, Ticks: after - before, Events: s.events - eventsBefore})
 		b.mu.Unlock()
 	}
 	b.mu.Lock()

@@ -3,8 +3,6 @@ package main
 import (
 	"math"
 
-	"gonum.org/v1/gonum/stat/distuv"
-
 	"github.com/tokentap/tokentap/loadgen"
 )
 
@@ -64,7 +62,7 @@ func newCrossover(d []float64, onTap []bool) (c crossover, ok bool) {
 	c.DF = n[0] + n[1] - 2
 	s := math.Sqrt(ss / float64(c.DF))
 	se := s / 2 * math.Sqrt(1/float64(n[0])+1/float64(n[1]))
-	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(c.DF)}.Quantile(1 - (1-loadgen.Confidence)/2)
+	t := loadgen.TCritical(c.DF)
 	at := func(v float64) estimate { return estimate{Value: v, Low: v - t*se, High: v + t*se} }
 	c.Build = at((mean[0] + mean[1]) / 2)
 	c.Paths = at((mean[0] - mean[1]) / 2)

@@ -386,7 +386,8 @@ func TestRowCPU(t *testing.T) {
 		perMillion, share float64
 		wantCPU           bool
 	}{
-		{name: "deferred work counted", s: samples{events: 200_000, cpuTicks: 800, cellTicks: 780}, proxied: true,
+		{name: "deferred work counted", s: samples{events: 200_000, cpuTicks: 800, cellTicks: 780,
+			cells: []cellCPU{{Round: 0, Ticks: 390, Events: 100_000}, {Round: 1, Ticks: 390, Events: 100_000}}}, proxied: true,
 			perMillion: 8.0 / 200_000 * 1e6, share: 20.0 / 800, wantCPU: true},
 		{name: "all inside the cells", s: samples{events: 100_000, cpuTicks: 400, cellTicks: 400}, proxied: true,
 			perMillion: 4.0 / 100_000 * 1e6, share: 0, wantCPU: true},
@@ -405,6 +406,9 @@ func TestRowCPU(t *testing.T) {
 			}
 			if r.CPUOutsideCells == nil || math.Abs(*r.CPUOutsideCells-tc.share) > 1e-9 {
 				t.Errorf("share outside the cells %v, want %v", r.CPUOutsideCells, tc.share)
+			}
+			if len(r.Cells) != len(tc.s.cells) {
+				t.Errorf("%d cells in the row, want %d", len(r.Cells), len(tc.s.cells))
 			}
 		})
 	}

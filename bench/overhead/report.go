@@ -94,6 +94,9 @@ type pathRow struct {
 	CPUPerMillionEvents *float64 `json:"cpu_seconds_per_million_events,omitempty"`
 	CPUVsCaddy          *float64 `json:"cpu_vs_caddy,omitempty"`
 	CPUOutsideCells     *float64 `json:"cpu_outside_cells_share,omitempty"`
+	// Cells are the proxy's own cells, for the spread within a run
+	// (in the JSON report only).
+	Cells []cellCPU `json:"cells,omitempty"`
 }
 
 type memoryReport struct {
@@ -222,6 +225,7 @@ func (s *samples) row(name string, proxied bool) pathRow {
 		if s.cpuTicks > 0 {
 			row.CPUOutsideCells = ptr(float64(s.cpuTicks-s.cellTicks) / float64(s.cpuTicks))
 		}
+		row.Cells = s.cells
 	}
 	return row
 }

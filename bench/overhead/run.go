@@ -71,7 +71,18 @@ type samples struct {
 	// the drain after the last (bench.level); cellTicks only inside its
 	// own cells.
 	cpuTicks, cellTicks int64
-	wall                time.Duration
+	// cells are the proxy's own cells, in the order they ran.
+	cells []cellCPU
+	wall  time.Duration
+}
+
+// cellCPU is one cell of a proxy's: its CPU ticks inside the cell and the
+// events its client received. Cell to cell they show how much one path's
+// CPU per event moves within a run (docs/BENCHMARKS.md).
+type cellCPU struct {
+	Round  int   `json:"round"`
+	Ticks  int64 `json:"cpu_ticks"`
+	Events int64 `json:"events"`
 }
 
 // clientView is one tokentap-path request as the client measured it.

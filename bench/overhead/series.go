@@ -201,11 +201,10 @@ func interval(iv loadgen.MeanInterval, format string) string {
 	if iv.N == 0 {
 		return "–"
 	}
-	mean := fmt.Sprintf(format, iv.Mean)
 	if iv.CILow == nil || iv.CIHigh == nil {
-		return mean
+		return fmt.Sprintf(format, iv.Mean)
 	}
-	return fmt.Sprintf("%s ("+format+" to "+format+")", mean, *iv.CILow, *iv.CIHigh)
+	return estimate{Value: iv.Mean, Low: *iv.CILow, High: *iv.CIHigh}.format(format)
 }
 
 // format writes the estimate with its interval.
