@@ -139,7 +139,7 @@ func (x *exchange) content(m *meter.Measurement) sink.Content {
 	case x.fullBody != nil:
 		body = x.fullBody
 	case x.tee != nil:
-		body, _, _ = x.tee.snapshot()
+		body, _, _ = x.tee.Snapshot()
 	}
 	var c sink.Content
 	c.System, c.Input = capture.Input(m.Dialect, body, max)

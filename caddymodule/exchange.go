@@ -18,7 +18,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/tokentap/tokentap/bodytee"
 	"github.com/tokentap/tokentap/capture"
+	"github.com/tokentap/tokentap/inflight"
 	"github.com/tokentap/tokentap/meter"
 	"github.com/tokentap/tokentap/sink"
 	"github.com/tokentap/tokentap/sse"
@@ -34,7 +36,7 @@ type exchange struct {
 	// tap measures the exchange as its bytes pass (named so as not to
 	// shadow the meter package, which this file uses alongside it).
 	tap  meter.Meter
-	tee  *teeBody
+	tee  *bodytee.Tee
 	span trace.Span
 	// ctx is the request's context with the exchange's span in it.
 	ctx context.Context
@@ -71,7 +73,7 @@ type exchange struct {
 	// exchange so that finishing allocates no more for it.
 	result sink.Result
 
-	inflight *inflightCounter
+	inflight *inflight.Counter
 	// inflightAhead is how many requests to the same upstream and model
 	// were in flight when this one's response began.
 	inflightAhead int64
@@ -156,7 +158,7 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 		r, x.injected = x.injectUsage(r)
 	}
 	if x.fullBody == nil && r.Body != nil && r.Body != http.NoBody && h.MaxRequestBody > 0 {
-		x.tee = newTeeBody(r.Body, h.MaxRequestBody, r.ContentLength)
+		x.tee = bodytee.New(r.Body, h.MaxRequestBody, r.ContentLength)
 		r.Body = x.tee
 	}
 	return r.WithContext(ctx)
@@ -216,7 +218,7 @@ func (x *exchange) readRequest() {
 	case x.fullBody != nil:
 		body, complete = x.fullBody, true
 	case x.tee != nil:
-		body, truncated, complete = x.tee.snapshot()
+		body, truncated, complete = x.tee.Snapshot()
 	default:
 		complete = true
 	}
@@ -258,8 +260,8 @@ func (x *exchange) response(status int, header http.Header) {
 			x.strip = &usageStripper{max: max}
 		}
 		host, port := x.upstream()
-		x.inflight = inflightFor(host, port, x.tap.M.Request.Model)
-		x.inflightAhead = x.inflight.n.Add(1) - 1
+		x.inflight = inflight.For(host, port, x.tap.M.Request.Model)
+		x.inflightAhead = x.inflight.Begin()
 		if model := x.tap.M.Request.Model; model != "" {
 			x.span.SetName(x.tap.M.Operation + " " + model)
 		}
@@ -312,7 +314,7 @@ func (x *exchange) upstream() (host string, port int) {
 func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	end := time.Now()
 	if x.inflight != nil {
-		x.inflight.n.Add(-1)
+		x.inflight.End()
 	}
 	var m *meter.Measurement
 	x.safely("finish", func() {
