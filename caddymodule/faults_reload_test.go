@@ -134,8 +134,8 @@ func TestReloadsUnderStreams(t *testing.T) {
 		tc   traceContext
 		got  []byte
 		err  error
-		// spare are trace contexts for tries after a connection reset
-		// before any answer; reset the ones that were reset.
+		// spare holds the trace contexts for tries after a connection
+		// reset before any answer; reset, those of the tries so reset.
 		spare, reset []traceContext
 	}
 	var (
@@ -218,8 +218,9 @@ func TestReloadsUnderStreams(t *testing.T) {
 		}
 	}
 	// A request reset before any answer reached no handler: tokentap ends
-	// a span for every request it sees, and one ended before the spans
-	// waited for above would have been exported before them.
+	// a span for every request it sees, and a span of the reset try would
+	// have ended, and been exported, before that of the stream's own
+	// retry, which was waited for above.
 	resets := 0
 	for _, s := range streams {
 		for _, tc := range s.reset {

@@ -19,9 +19,6 @@ func (c *Counter) Begin() (ahead int64) { return c.n.Add(1) - 1 }
 // End counts a request out. Every Begin needs exactly one End.
 func (c *Counter) End() { c.n.Add(-1) }
 
-// Load returns the requests in flight now.
-func (c *Counter) Load() int64 { return c.n.Load() }
-
 type key struct {
 	upstream string
 	port     int

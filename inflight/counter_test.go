@@ -44,8 +44,8 @@ func TestCounterBeginEnd(t *testing.T) {
 	c.End()
 	c.End()
 	c.End()
-	if got := c.Load(); got != 0 {
-		t.Fatalf("after every End, in flight = %d, want 0", got)
+	if got := c.Begin(); got != 0 {
+		t.Fatalf("after every End, ahead = %d, want 0", got)
 	}
 }
 
@@ -95,8 +95,8 @@ func TestTableConcurrent(t *testing.T) {
 	if k := tab.keys.Load(); k != 1 {
 		t.Fatalf("keys = %d, want 1", k)
 	}
-	if c := got[0].Load(); c != n {
-		t.Fatalf("in flight = %d, want %d", c, n)
+	if ahead := got[0].Begin(); ahead != n {
+		t.Fatalf("ahead after %d concurrent Begins = %d, want %d", n, ahead, n)
 	}
 }
 
