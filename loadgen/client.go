@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/simstamp"
+	"github.com/tokentap/tokentap/sse"
 )
 
-// maxLine bounds one line of a stream. The largest events of real APIs (a
-// whole tool-call argument, a final usage block) are a few KiB.
-const maxLine = 4 << 20
+// maxEvent bounds one event of a stream. The largest events of real APIs
+// (a whole tool-call argument, a final usage block) are a few KiB.
+const maxEvent = 4 << 20
 
 // readBufferSize is the client's read buffer: large enough that a burst of
 // events is one read. The buffers are pooled: at hundreds of requests a
@@ -25,10 +26,14 @@ const maxLine = 4 << 20
 // collection a noise source in what it measures.
 const readBufferSize = 16 << 10
 
-var readBuffers = sync.Pool{New: func() any { b := make([]byte, readBufferSize); return &b }}
+var readers = sync.Pool{New: func() any { return &reader{buf: make([]byte, readBufferSize)} }}
 
-// utf8BOM may start a stream; the SSE specification has it skipped.
-var utf8BOM = []byte("\xEF\xBB\xBF")
+// reader is a stream's read buffer and decoder, pooled together so that a
+// request reuses both.
+type reader struct {
+	buf []byte
+	dec sse.Decoder
+}
 
 // do sends request seq and reads its stream to the end.
 // body, if not nil, is the request's body, made ahead of time (bodies).
@@ -105,41 +110,37 @@ func (r *Result) failErr(run context.Context, err error) {
 	}
 }
 
-// read parses the body as SSE line by line, framed as the specification
-// frames it (the sse package's Decoder is the reference FuzzRead holds it
-// to): lines end in LF, CRLF or a bare CR, a CRLF may be split between
-// reads, and a BOM at the start is skipped. A blank line dispatches the
-// event its data: and event: lines built; comments are skipped except the
-// simulator's stamps, which date the events that follow them. A line is
-// handled as soon as the read that ends it returns, with that read's time,
-// so a stream ending its lines with a bare CR is timed as one ending them
-// with LF.
+// read parses the body as SSE with the sse package's Decoder, the one
+// framing in the house: lines end in LF, CRLF or a bare CR, a CRLF may be
+// split between reads, a BOM at the start is skipped, and an event left
+// without its blank line at the end (llama.cpp's last [DONE]) still
+// counts. Comments are skipped except the simulator's stamps, which date
+// the events that follow them. Every event a read completes is handled
+// before the next read, with that read's time, so a stream ending its
+// lines with a bare CR is timed as one ending them with LF.
 func (r *Result) read(run context.Context, api API, body io.Reader) {
-	bp := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(bp)
-	buf := *bp
+	rd := readers.Get().(*reader)
+	defer readers.Put(rd)
 	var (
-		typ, data []byte
-		hasData   bool
-		long      []byte // the start of a line longer than buf
-		stamp     time.Time
-		stamped   bool
-		done      bool
-		first     = true // the next line is the stream's first
-		skipLF    bool   // a CR ended the last read: an LF next is its CRLF's
-		pending   int    // buf[:pending] is the start of a line not yet ended
-		at        time.Time
+		stamp   time.Time
+		stamped bool
+		done    bool
+		at      time.Time
 	)
-	dispatch := func() {
-		if !hasData {
-			typ = typ[:0]
-			return
+	d := &rd.dec
+	d.Reset()
+	d.MaxEventSize = maxEvent
+	d.OnComment = func(line []byte) {
+		if sent, ok := simstamp.Parse(line); ok {
+			stamp, stamped = sent, true
 		}
+	}
+	d.OnEvent = func(e *sse.Event) {
 		r.Events++
 		if stamped {
 			r.Delays = append(r.Delays, at.Sub(stamp))
 		}
-		switch readEvent(api, typ, data, r) {
+		switch readEvent(api, e.Type, e.Data, r) {
 		case eventContent:
 			t := at.Sub(r.Start)
 			if r.ContentEvents == 0 {
@@ -154,84 +155,15 @@ func (r *Result) read(run context.Context, api API, body io.Reader) {
 		case eventError:
 			r.fail(ErrStream, r.StreamError)
 		}
-		typ, data, hasData = typ[:0], data[:0], false
 	}
-	// handle takes one line without its line end.
-	handle := func(line []byte) {
-		if first {
-			line, first = bytes.TrimPrefix(line, utf8BOM), false
-		}
-		switch {
-		case len(line) == 0:
-			dispatch()
-		case line[0] == ':':
-			if sent, ok := simstamp.Parse(line); ok {
-				stamp, stamped = sent, true
-			}
-		default:
-			name, value, _ := bytes.Cut(line, []byte(":"))
-			value = bytes.TrimPrefix(value, []byte(" "))
-			switch string(name) {
-			case "data":
-				if hasData {
-					data = append(data, '\n')
-				}
-				data, hasData = append(data, value...), true
-			case "event":
-				typ = append(typ[:0], value...)
-			}
-		}
-	}
-	// whole is the line whose start is in long and whose end is seg.
-	whole := func(seg []byte) []byte {
-		if len(long) == 0 {
-			return seg
-		}
-		line := append(long, seg...)
-		long = line[:0]
-		return line
-	}
+	defer func() { d.OnEvent, d.OnComment = nil, nil }()
 	for {
-		n, err := body.Read(buf[pending:])
+		n, err := body.Read(rd.buf)
 		if n > 0 {
 			at = time.Now()
-			p := buf[:pending+n]
-			i := 0 // where the line being read starts in p
-			if skipLF {
-				skipLF = false
-				if p[0] == '\n' {
-					i = 1
-				}
-			}
-			for i < len(p) {
-				k := indexLineEnd(p[i:])
-				if k < 0 {
-					break
-				}
-				end := i + k
-				if len(long)+k > maxLine {
-					break
-				}
-				handle(whole(p[i:end]))
-				i = end + 1
-				if p[end] == '\r' {
-					switch {
-					case i == len(p):
-						skipLF = true
-					case p[i] == '\n':
-						i++
-					}
-				}
-			}
-			// p[i:] is a line not yet ended: kept at buf's start, or
-			// added to long once it fills buf.
-			pending = copy(buf, p[i:])
-			if pending == len(buf) {
-				long = append(long, buf...)
-				pending = 0
-			}
-			if len(long)+pending > maxLine {
-				r.fail(ErrUnreadable, fmt.Sprintf("a line longer than %d bytes", maxLine))
+			d.Write(rd.buf[:n])
+			if d.Stats().Oversized > 0 {
+				r.fail(ErrUnreadable, fmt.Sprintf("an event longer than %d bytes", maxEvent))
 				break
 			}
 		}
@@ -241,12 +173,7 @@ func (r *Result) read(run context.Context, api API, body io.Reader) {
 				r.failErr(run, err)
 				return
 			}
-			if len(long)+pending > 0 {
-				handle(whole(buf[:pending]))
-			}
-			// An event left without its blank line at the end (llama.cpp's
-			// last [DONE]) still counts.
-			dispatch()
+			d.Close()
 			break
 		}
 	}
@@ -257,16 +184,4 @@ func (r *Result) read(run context.Context, api API, body io.Reader) {
 	if !done {
 		r.fail(ErrTruncated, "the stream ended without the API's end marker")
 	}
-}
-
-// indexLineEnd is the index of the first CR or LF in p, or -1.
-func indexLineEnd(p []byte) int {
-	lf := bytes.IndexByte(p, '\n')
-	if lf < 0 {
-		return bytes.IndexByte(p, '\r')
-	}
-	if cr := bytes.IndexByte(p[:lf], '\r'); cr >= 0 {
-		return cr
-	}
-	return lf
 }

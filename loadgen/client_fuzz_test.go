@@ -8,11 +8,11 @@ import (
 	"github.com/tokentap/tokentap/sse"
 )
 
-// FuzzRead holds the client's stream reader to the sse package's Decoder,
-// which follows the SSE specification (and its own fuzzing and reference
-// tests): whatever the bytes and however the reads split them, the reader
-// must find the same events, with the same data and types, and so the same
-// content events, usage, ids and ending.
+// FuzzRead holds the client's read loop to one whole-body pass of the sse
+// package's Decoder, which follows the SSE specification (and its own
+// fuzzing and reference tests): whatever the bytes and however the reads
+// split them, with or without data beside io.EOF, the reader must find the
+// same events, and so the same content events, usage, ids and ending.
 func FuzzRead(f *testing.F) {
 	for _, s := range []string{
 		"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n",

@@ -97,7 +97,7 @@ func TestReadFraming(t *testing.T) {
 		{name: "stamps date the events after them", body: stamp + "\n" + openaiContent + "\n\n" + openaiContent + "\n\n" + stamp + "\ndata: [DONE]\n\n", events: 3, content: 2, delays: 3, tokens: 2},
 		{name: "events before the first stamp have no delay", body: openaiContent + "\n\n" + stamp + "\ndata: [DONE]\n\n", events: 2, content: 1, delays: 1, tokens: 1},
 		{name: "a line longer than the read buffer", body: `data: {"choices":[{"delta":{"content":"` + strings.Repeat("x", 3*readBufferSize) + `"}}]}` + "\n\ndata: [DONE]\n\n", events: 2, content: 1, tokens: 1},
-		{name: "a line over the cap", body: "data: " + strings.Repeat("x", maxLine+1) + "\n\n", errorKind: ErrUnreadable},
+		{name: "a line over the cap", body: "data: " + strings.Repeat("x", maxEvent+1) + "\n\n", errorKind: ErrUnreadable},
 		{name: "anthropic event lines", api: Anthropic,
 			body:   "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\nevent: content_block_delta\ndata: {\"delta\":{\"text\":\"a\"}}\n\nevent: message_delta\ndata: {\"usage\":{\"output_tokens\":9}}\n\nevent: message_stop\ndata: {}\n\n",
 			events: 4, content: 1, tokens: 9},

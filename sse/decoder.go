@@ -23,6 +23,7 @@ const (
 	pendBuf                  // partial field line, its bytes so far in d.line
 	pendComment              // partial comment line, already counted
 	pendSkip                 // partial non-empty line of an oversized event
+	pendNote                 // partial comment line for OnComment, counted, its bytes so far in d.line
 )
 
 // shrinkAbove bounds the buffer capacity a Decoder keeps across Reset. One
@@ -60,6 +61,15 @@ type Decoder struct {
 	// 2025) reported failures that way; a spec-exact decoder drops the
 	// line and the failure with it.
 	ErrorField bool
+
+	// OnComment, when set, is called with every comment line (its leading
+	// ':' included, its line end not), in stream order with the events, so
+	// that a reader can take what a server says in comments: the
+	// simulator's send-time stamps date the events that follow them. The
+	// line is valid only during the call. A comment line longer than
+	// MaxEventSize is counted but not handed out. Left nil, comments cost
+	// nothing: their bytes are never buffered.
+	OnComment func(line []byte)
 
 	line  []byte // bytes of a partial field line (pend == pendBuf)
 	data  []byte // data buffer, each value followed by '\n'
@@ -112,8 +122,11 @@ func (d *Decoder) Close() {
 		d.bom = bomDone
 		d.feed(bom[:k])
 	}
-	if d.pend == pendBuf {
+	switch d.pend {
+	case pendBuf:
 		d.lineEnd(d.line, false)
+	case pendNote:
+		d.OnComment(d.line)
 	}
 	d.pend = pendNone
 	d.line = d.line[:0]
@@ -262,9 +275,14 @@ func (d *Decoder) extendPending(b []byte) {
 	case pendNone:
 		if b[0] == ':' {
 			// Counted now rather than at its line end, so the rest of the
-			// comment need not be remembered at all.
+			// comment need not be remembered at all unless it is to be
+			// handed out.
 			d.stats.Comments++
 			d.pend = pendComment
+			if d.OnComment != nil && len(b) <= d.maxSize() {
+				d.pend = pendNote
+				d.line = append(d.line[:0], b...)
+			}
 			return
 		}
 		if d.discarding {
@@ -273,6 +291,14 @@ func (d *Decoder) extendPending(b []byte) {
 		}
 		d.pend = pendBuf
 	case pendBuf:
+	case pendNote:
+		if len(d.line)+len(b) > d.maxSize() {
+			d.line = d.line[:0]
+			d.pend = pendComment
+			return
+		}
+		d.line = append(d.line, b...)
+		return
 	default: // pendComment, pendSkip: the line's bytes are not needed
 		return
 	}
@@ -290,6 +316,13 @@ func (d *Decoder) extendPending(b []byte) {
 // finishPending handles the last bytes b of a line that began in an earlier
 // Write (b may be empty when the line end starts this Write).
 func (d *Decoder) finishPending(b []byte) {
+	if d.pend == pendNote {
+		if len(d.line)+len(b) <= d.maxSize() {
+			d.line = append(d.line, b...)
+			d.OnComment(d.line)
+		}
+		d.line = d.line[:0]
+	}
 	if d.pend == pendBuf {
 		if d.size+len(d.line)+len(b) > d.maxSize() {
 			d.oversize()
@@ -299,7 +332,7 @@ func (d *Decoder) finishPending(b []byte) {
 		}
 		d.line = d.line[:0]
 	}
-	// A pendComment line was counted when it began; a pendSkip line is a
+	// A pendComment or pendNote line was counted when it began; a pendSkip line is a
 	// non-empty line of an oversized event, so it cannot be the blank line
 	// that ends the discarding.
 	d.pend = pendNone
@@ -319,6 +352,9 @@ func (d *Decoder) lineEnd(b []byte, inP bool) {
 	}
 	if b[0] == ':' {
 		d.stats.Comments++
+		if d.OnComment != nil && len(b) <= d.maxSize() {
+			d.OnComment(b)
+		}
 		return
 	}
 	if d.discarding {

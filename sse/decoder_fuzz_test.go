@@ -50,6 +50,11 @@ func FuzzDecoder(f *testing.F) {
 			t.Fatalf("split at %v disagrees:\n got %q %+v\nwant %q %+v", cuts, split, splitSt, want, wantSt)
 		}
 
+		notes, notesSt := refDecodeAll(in, maxEvent, true)
+		if got, st := decodeChunksNotes(splitfeed.At(in, cuts...), maxEvent); !reflect.DeepEqual(got, notes) || st != notesSt {
+			t.Fatalf("with comments, split at %v disagrees:\n got %q %+v\nwant %q %+v", cuts, got, st, notes, notesSt)
+		}
+
 		if len(in) <= 1024 { // bigger inputs: the fixtures, covered bytewise by TestSplitInvariance
 			bw, bwSt := decodeChunks(splitfeed.Bytewise(in), maxEvent)
 			if !reflect.DeepEqual(bw, want) || bwSt != wantSt {

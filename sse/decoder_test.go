@@ -35,6 +35,19 @@ func decodeChunks(chunks [][]byte, maxEvent int) ([]rec, Stats) {
 	return got, d.Stats()
 }
 
+// decodeChunksNotes is decodeChunks with OnComment set: comment lines are
+// recorded among the events, in stream order.
+func decodeChunksNotes(chunks [][]byte, maxEvent int) ([]rec, Stats) {
+	var got []rec
+	d := &Decoder{MaxEventSize: maxEvent}
+	d.OnEvent = func(e *Event) {
+		got = append(got, rec{Type: string(e.Type), Data: string(e.Data), ID: string(e.ID), Retry: e.Retry, Unterminated: e.Unterminated})
+	}
+	d.OnComment = func(line []byte) { got = append(got, rec{Data: string(line), Comment: true}) }
+	splitfeed.Feed(d, chunks)
+	return got, d.Stats()
+}
+
 func strs(ss ...string) [][]byte {
 	out := make([][]byte, len(ss))
 	for i, s := range ss {
@@ -812,6 +825,54 @@ func TestZeroAllocs(t *testing.T) {
 		}
 	}
 	_ = sink
+}
+
+// TestOnComment: comment lines reach OnComment whole, in order with the
+// events, however the writes split them; one over the cap is counted and
+// not handed out; the decoder then still allocates nothing per stream.
+func TestOnComment(t *testing.T) {
+	note := func(line string) rec { return rec{Data: line, Comment: true} }
+	for _, tc := range []struct {
+		name string
+		in   string
+		max  int
+		want []rec
+	}{
+		{name: "stamp before its event", in: ": sent=1\ndata: a\n\n", want: []rec{note(": sent=1"), ev("", "a", "")}},
+		{name: "crlf and bare cr", in: ": x\r\ndata: a\r\r: y\r", want: []rec{note(": x"), ev("", "a", ""), note(": y")}},
+		{name: "bare colon", in: ":\ndata: a\n\n", want: []rec{note(":"), ev("", "a", "")}},
+		{name: "inside an event, before its blank line", in: "data: a\n: mid\n\n", want: []rec{note(": mid"), ev("", "a", "")}},
+		{name: "last line without its line end", in: "data: a\n\n: tail", want: []rec{ev("", "a", ""), note(": tail")}},
+		{name: "over the cap is not handed out", in: ": " + strings.Repeat("x", 40) + "\ndata: a\n\n", max: 16, want: []rec{ev("", "a", "")}},
+		{name: "during an oversized event", in: "data: " + strings.Repeat("x", 40) + "\n: k\n\ndata: b\n\n", max: 16, want: []rec{note(": k"), ev("", "b", "")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			for _, chunks := range [][][]byte{{in}, splitfeed.Bytewise(in)} {
+				got, st := decodeChunksNotes(chunks, tc.max)
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("%d writes: got %q, want %q", len(chunks), got, tc.want)
+				}
+				if _, plain := decodeChunks(chunks, tc.max); st != plain {
+					t.Errorf("%d writes: stats %+v, without OnComment %+v", len(chunks), st, plain)
+				}
+			}
+		})
+	}
+	var n int
+	d := &Decoder{OnEvent: func(e *Event) { n += len(e.Data) }, OnComment: func(line []byte) { n += len(line) }}
+	writes := splitfeed.Sized([]byte(": sent=1\ndata: a\n\n: sent=2\ndata: b\n\n"), 3)
+	feed := func() {
+		for _, w := range writes {
+			d.Write(w)
+		}
+		d.Close()
+		d.Reset()
+	}
+	feed()
+	if a := testing.AllocsPerRun(50, feed); a != 0 {
+		t.Errorf("%v allocs per stream with OnComment, want 0", a)
+	}
 }
 
 func TestParseRetry(t *testing.T) {

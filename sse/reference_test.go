@@ -26,11 +26,19 @@ type rec struct {
 	ID           string
 	Retry        int64
 	Unterminated bool
+	// Comment marks a comment line handed to OnComment, held in Data.
+	Comment bool
 }
 
 // refDecode decodes a complete stream the slow, obvious way. maxEvent <= 0
 // means DefaultMaxEventSize.
 func refDecode(input []byte, maxEvent int) ([]rec, Stats) {
+	return refDecodeAll(input, maxEvent, false)
+}
+
+// refDecodeAll is refDecode that, with notes, also records every comment line
+// no longer than the cap, in stream order, as OnComment hands them out.
+func refDecodeAll(input []byte, maxEvent int, notes bool) ([]rec, Stats) {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEventSize
 	}
@@ -98,6 +106,9 @@ func refDecode(input []byte, maxEvent int) ([]rec, Stats) {
 		}
 		if strings.HasPrefix(line, ":") {
 			stats.Comments++
+			if notes && len(line) <= maxEvent {
+				events = append(events, rec{Data: line, Comment: true})
+			}
 			return
 		}
 		if discarding {
@@ -273,6 +284,16 @@ func TestReferenceAgreesOnRandomStreams(t *testing.T) {
 			got, st := decodeChunks(chunks, maxEvent)
 			if !reflect.DeepEqual(got, want) || st != wantSt {
 				t.Fatalf("stream %d, max=%d, %d chunks, input %q:\n got %q %+v\nwant %q %+v",
+					i, maxEvent, len(chunks), in, got, st, want, wantSt)
+			}
+		}
+		// With OnComment set, the comments come out in order with the
+		// events, and the events are the same.
+		want, wantSt = refDecodeAll(in, maxEvent, true)
+		for _, chunks := range [][][]byte{{in}, splitfeed.Random(r, in), splitfeed.Bytewise(in)} {
+			got, st := decodeChunksNotes(chunks, maxEvent)
+			if !reflect.DeepEqual(got, want) || st != wantSt {
+				t.Fatalf("with comments: stream %d, max=%d, %d chunks, input %q:\n got %q %+v\nwant %q %+v",
 					i, maxEvent, len(chunks), in, got, st, want, wantSt)
 			}
 		}
