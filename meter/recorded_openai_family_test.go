@@ -214,3 +214,35 @@ func TestDoneIsHarmlessInEveryDialect(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordedFinishAndEndFields reads, on real recordings, finish and end
+// fields the other recorded tests do not cover, written by hand from the
+// payloads: Gemini's UNEXPECTED_TOOL_CALL (a finish reason, with a
+// finishMessage that is not read), and the last line of a real Ollama
+// /api/chat stream, with done_reason, its counts and its four durations.
+func TestRecordedFinishAndEndFields(t *testing.T) {
+	t.Run("Vertex AI gemini-3-flash-preview: UNEXPECTED_TOOL_CALL", func(t *testing.T) {
+		// A call of an undeclared function list_files, with empty args:
+		// 22 prompt tokens; 3 candidates + 142 thoughts = 145 output
+		// (22 + 145 = 167, the totalTokenCount).
+		mt := exchange{200, "application/json", "/v1beta1/projects/p/locations/global/publishers/google/models/gemini-3-flash-preview:generateContent"}.start(newGemini(), Options{}, []byte(`{}`))
+		checkBody(t, readInPieces(mt, testdata(t, "recorded", "vertexai/unexpected_tool_call_body.json"), 100), dialectCase{
+			usage: Usage{22, 145, -1, -1, 142, UsageReported},
+			model: "gemini-3-flash-preview", id: "Yu6TaYC3BcuQq7UPp8rOsAY",
+			finish: []string{"UNEXPECTED_TOOL_CALL"}, outcome: OutcomeCompleted,
+		})
+	})
+	t.Run("Ollama /api/chat: done_reason length, counts and durations on the done line", func(t *testing.T) {
+		// 128 content lines, then done: true with done_reason length,
+		// prompt_eval_count 10, eval_count 128 and the durations in
+		// nanoseconds.
+		mt := exchange{200, "application/x-ndjson", "/api/chat"}.start(ollama{}, Options{}, []byte(`{"model":"tiny-words"}`))
+		m := replayPieces(mt, ollamaLines(testdata(t, "recorded", "ollama/chat_words.ndjson")))
+		checkStream(t, m, dialectCase{
+			firstToken: 0, firstVisible: 0, lastToken: 127, chunks: 129,
+			usage: Usage{10, 128, -1, -1, -1, UsageReported},
+			model: "tiny-words", finish: []string{"length"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"total", 1.010134304}, {"load", 0.003153368}, {"prompt_eval", 0.0406887}, {"eval", 0.957226524}},
+		})
+	})
+}

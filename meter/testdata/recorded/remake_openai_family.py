@@ -31,3 +31,4 @@ parsed("openai/chat_cache_read_body.json", C + "test_openai_prompt_cache/test_op
 parsed("openai/responses_cache_write_body.json", C + "test_openai_prompt_cache/test_openai_responses_prompt_cache_e2e.yaml", 0)
 parsed("openai/responses_cache_read_body.json", C + "test_openai_prompt_cache/test_openai_responses_prompt_cache_e2e.yaml", 1)
 raw("bedrock-mantle/responses_tool_calls_cache_write.sse", C + "test_bedrock_mantle/test_reused_tool_call_ids[stream].yaml", 2)
+parsed("vertexai/unexpected_tool_call_body.json", C + "test_multimodal_tool_returns/test_multimodal_tool_return_matrix[direct-binary-audio-google_vertex].yaml", 0)
