@@ -39,12 +39,8 @@ func (cohereChat) Request(r *Request, _ string, body []byte) {
 // allocates for.
 func (cohereChat) Event(o *Observer, ev *sse.Event) {
 	data := bytes.TrimSpace(ev.Data)
-	if bytes.Equal(data, doneMarker) {
-		// Some gateways append OpenAI's terminator after message-end.
-		// Only message-end carries the counts, so it alone ends the
-		// stream; the marker is neither an end nor a fault.
-		return
-	}
+	// A [DONE] that gateways append after message-end never gets here
+	// (Meter.onEvent): message-end alone ends the stream.
 	if len(data) == 0 || data[0] != '{' {
 		o.Degrade("event_not_json")
 		return

@@ -152,10 +152,8 @@ func (g *gemini) Framing(status int, mediaType string, maxEvent int, emit func(*
 func (g *gemini) Event(o *Observer, ev *sse.Event) {
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
-		// Gemini sends no [DONE], but a gateway in between may add one.
-		if !bytes.Equal(data, doneMarker) {
-			o.Degrade("event_not_json")
-		}
+		// A gateway's [DONE] never gets here (Meter.onEvent).
+		o.Degrade("event_not_json")
 		return
 	}
 	g.readChunk(o, view(data))

@@ -1,6 +1,7 @@
 package meter
 
 import (
+	"bytes"
 	"mime"
 	"strconv"
 	"strings"
@@ -299,7 +300,30 @@ func (mt *Meter) onEvent(ev *sse.Event) {
 	}
 	mt.lastChunk = at
 	m.Chunks++
+	if isDoneMarker(ev.Data) {
+		if _, ok := mt.dialect.(DoneTerminated); !ok {
+			// OpenAI's terminator, which OpenAI-style servers and
+			// gateways also put after other dialects' streams
+			// (OpenRouter's Responses API): an event like any other, but
+			// neither a fault nor an end. Only the dialect's own
+			// terminator says whether the stream completed.
+			return
+		}
+	}
 	mt.dialect.Event(&mt.obs, ev)
+}
+
+// DoneTerminated is implemented by a dialect whose streams end with the
+// event "data: [DONE]" (OpenAI's Chat Completions): the Meter hands that
+// event to it. No other dialect sees one.
+type DoneTerminated interface {
+	DoneTerminated()
+}
+
+// isDoneMarker reports whether an event's data is [DONE], spaces around it
+// allowed.
+func isDoneMarker(data []byte) bool {
+	return len(data) < 16 && bytes.Equal(bytes.TrimSpace(data), doneMarker)
 }
 
 // Finish completes the measurement at time at. abort is OutcomeUnknown when

@@ -8,6 +8,9 @@ import "testing"
 // skipping the chunks' repeated heads (checkHeadSkipExact).
 func FuzzOpenAIChat(f *testing.F) {
 	fuzzSeeds(f, "openai")
+	// A real stream with SSE comments, cache_write_tokens and OpenRouter's
+	// cost members.
+	f.Add(testdata(f, "recorded", "openrouter/chat_stream_cost.sse"), uint16(0))
 	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
 		fuzzDialect(t, func() Dialect { return openAIChat{} }, "/v1/chat/completions", "text/event-stream", data, cut)
 		checkHeadSkipExact(t, data)

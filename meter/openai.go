@@ -49,6 +49,10 @@ func (openAIChat) Request(r *Request, _ string, body []byte) {
 
 var doneMarker = []byte("[DONE]")
 
+// DoneTerminated implements DoneTerminated: data: [DONE] ends a Chat
+// Completions stream.
+func (openAIChat) DoneTerminated() {}
+
 func (openAIChat) Event(o *Observer, ev *sse.Event) {
 	data := bytes.TrimSpace(ev.Data)
 	if bytes.Equal(data, doneMarker) {
@@ -417,8 +421,12 @@ func rawNonEmptyString(raw string) bool {
 }
 
 // readOpenAIUsage reads a usage object. prompt_tokens already includes
-// cached tokens, as semconv wants. The two counts are read loosely (a null
-// is 0, not unknown), as they always were.
+// the tokens read from the prompt cache (cached_tokens) and those written
+// to it (cache_write_tokens), as semconv's input count does: recorded,
+// 4020 prompt tokens of which 4012 written, then 4012 read (OpenAI), and
+// 3329 = 3 + 3211 read + 115 written (OpenRouter, whose usage.cost prices
+// exactly that split). The two counts are read loosely (a null is 0, not
+// unknown), as they always were.
 //
 // Output must include reasoning (measurement.go). OpenAI's
 // completion_tokens does; xAI's Chat Completions does not: its
@@ -440,9 +448,19 @@ func readOpenAIUsage(u string) Usage {
 		case "completion_tokens":
 			out.OutputTokens = rawLooseInt(v)
 		case "prompt_tokens_details":
-			if c, ok := rawInt(rawMember(v, "cached_tokens")); ok {
-				out.CacheReadInputTokens = c
-			}
+			rawMembers(v, func(k, v string) bool {
+				switch k {
+				case "cached_tokens":
+					if n, ok := rawInt(v); ok {
+						out.CacheReadInputTokens = n
+					}
+				case "cache_write_tokens":
+					if n, ok := rawCount(v); ok {
+						out.CacheCreationInputTokens = n
+					}
+				}
+				return true
+			})
 		case "completion_tokens_details":
 			if r, ok := rawInt(rawMember(v, "reasoning_tokens")); ok {
 				out.ReasoningOutputTokens = r

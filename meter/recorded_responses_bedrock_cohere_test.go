@@ -20,8 +20,10 @@ import (
 //
 // Usage: input_tokens includes input_tokens_details.cached_tokens and
 // output_tokens includes output_tokens_details.reasoning_tokens (every
-// total_tokens here is input + output), so both are taken as they are; the
-// Responses API reports no cache creation (-1). Token events, by the
+// total_tokens here is input + output), so both are taken as they are;
+// these recordings predate input_tokens_details.cache_write_tokens, so
+// they report no cache creation (-1; TestRecordedCacheWrites reads it).
+// Token events, by the
 // openai_responses row: non-empty output text and refusal deltas (visible),
 // reasoning summary deltas, function-call arguments and custom tool input,
 // and the output_item.added of a function_call (its name); code

@@ -307,8 +307,10 @@ var (
 )
 
 // readResponsesUsage reads a Responses usage object, whose input_tokens
-// already includes cached tokens and output_tokens reasoning tokens, as
-// semconv wants. It reports no cache creation.
+// already includes the tokens read from the prompt cache and those written
+// to it (recorded: 4020 input, 4012 of them written, then read; 158 with
+// 43 written on Bedrock's endpoint), and output_tokens reasoning tokens,
+// as semconv wants.
 func readResponsesUsage(u string) Usage {
 	out := unknownUsage
 	rawMembers(u, func(k, v string) bool {
@@ -323,6 +325,7 @@ func readResponsesUsage(u string) Usage {
 			}
 		case "input_tokens_details":
 			out.CacheReadInputTokens = rawMemberCount(v, "cached_tokens")
+			out.CacheCreationInputTokens = rawMemberCount(v, "cache_write_tokens")
 		case "output_tokens_details":
 			out.ReasoningOutputTokens = rawMemberCount(v, "reasoning_tokens")
 		}
