@@ -74,8 +74,11 @@ func (h *Handler) provisionCost() error {
 // price sets r's cost when the handler has prices and r's counts may be
 // billed by: reported or injected, or estimated with cost_from_estimates.
 // The cost is of the billed counts where the provider reported them apart
-// (Cohere's billed_units), else of the usage (cost.Price.CostOf). A model
-// without a price is marked unpriced and logged once.
+// (Cohere's billed_units), else of the usage (cost.Price.CostOf), plus the
+// usage of the other models that sampled inside the exchange (Anthropic's
+// advisor) at their own prices (cost.Table.Exchange). An exchange with a
+// model, its own or another, without a price is marked unpriced and that
+// model logged once.
 func (x *exchange) price(r *sink.Result) {
 	h := x.h
 	if h.prices.Empty() {
@@ -84,14 +87,13 @@ func (x *exchange) price(r *sink.Result) {
 	if !r.OutputTokensReported() && !(h.CostFromEstimates && r.M.Usage.Source == meter.UsageEstimated) {
 		return
 	}
-	model := r.Model()
-	p, ok := h.prices.Lookup(model)
-	if !ok {
+	usd, ok, unpriced := h.prices.Exchange(r.M, r.Model())
+	if unpriced != "" {
 		r.Unpriced = true
-		h.unpriced.log(h.logger, model)
+		h.unpriced.log(h.logger, unpriced)
 		return
 	}
-	r.Cost, r.HasCost = p.CostOf(r.M)
+	r.Cost, r.HasCost = usd, ok
 }
 
 func (u *unpricedLog) log(logger *zap.Logger, model string) {

@@ -127,6 +127,42 @@ func TestPriceRules(t *testing.T) {
 			}
 		})
 	}
+	// Another model's usage inside the exchange (Anthropic's advisor) is
+	// priced at that model's price: 1,000 × 2 + 100 × 8 for line-model
+	// and 60 × 5 + 40 × 25 for the advisor, 4,100 dollars per million; an
+	// advisor without a price leaves the exchange unpriced and is the
+	// model logged.
+	for _, tt := range []struct {
+		name, advisor    string
+		want             float64
+		priced, unpriced bool
+	}{
+		{"another model at its own price", "line-advisor", 0.0041, true, false},
+		{"another model without a price: unpriced", "opus-unpriced", 0, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.WarnLevel)
+			h := &Handler{Prices: []ModelPrice{{Model: "line-advisor", Input: 5, Output: 25}, {Model: "line-*", Input: 2, Output: 8}}}
+			h.logger = zap.New(core)
+			if err := h.provisionCost(); err != nil {
+				t.Fatal(err)
+			}
+			x := &exchange{h: h}
+			for range 3 {
+				m := &meter.Measurement{ResponseModel: "line-model", Usage: usage(meter.UsageReported), Billed: none}
+				m.OtherModels[0] = meter.ModelUsage{Model: tt.advisor, Kind: "advisor_message", InputTokens: 60, OutputTokens: 40, CacheReadInputTokens: -1, CacheCreationInputTokens: -1}
+				m.NumOtherModels = 1
+				r := &sink.Result{M: m}
+				x.price(r)
+				if r.HasCost != tt.priced || math.Abs(r.Cost-tt.want) > 1e-15 || r.Unpriced != tt.unpriced {
+					t.Fatalf("cost %v (has %v), unpriced %v; want %v (%v), %v", r.Cost, r.HasCost, r.Unpriced, tt.want, tt.priced, tt.unpriced)
+				}
+			}
+			if n := logs.FilterField(zap.String("model", tt.advisor)).Len(); n != map[bool]int{true: 1}[tt.unpriced] {
+				t.Errorf("%d log lines for %s, want one for an unpriced model, else none", n, tt.advisor)
+			}
+		})
+	}
 	t.Run("a pricing file that is not there", func(t *testing.T) {
 		h := &Handler{PricingFile: filepath.Join(t.TempDir(), "missing.json"), logger: zap.NewNop()}
 		if err := h.provisionCost(); err == nil || !strings.Contains(err.Error(), "pricing_file") {

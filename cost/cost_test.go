@@ -287,3 +287,91 @@ func TestExamplePricingFile(t *testing.T) {
 		t.Errorf("gemini-2.5-flash: %+v, %v", p, ok)
 	}
 }
+
+// TestExchange: an exchange costs its response model's usage at that
+// model's price plus each other model's usage inside it at that model's
+// own price; a model of either kind without a price leaves the exchange
+// unpriced, naming that model, rather than billing part of it.
+func TestExchange(t *testing.T) {
+	var tb Table
+	for _, p := range []struct {
+		model string
+		price Price
+	}{
+		{"claude-sonnet-4-6", Price{Input: 3, Output: 15, CacheRead: ptr(0.30), CacheWrite: ptr(3.75)}},
+		{"claude-opus-4-7", Price{Input: 5, Output: 25, CacheRead: ptr(0.50), CacheWrite: ptr(6.25)}},
+	} {
+		if err := tb.Add(p.model, p.price); err != nil {
+			t.Fatal(err)
+		}
+	}
+	usage := meter.Usage{InputTokens: 100, OutputTokens: 10, CacheReadInputTokens: -1, CacheCreationInputTokens: -1, ReasoningOutputTokens: -1, Source: meter.UsageReported}
+	measurement := func(others ...meter.ModelUsage) *meter.Measurement {
+		m := &meter.Measurement{Usage: usage, Billed: meter.BilledUsage{InputTokens: -1, OutputTokens: -1}}
+		m.NumOtherModels = copy(m.OtherModels[:], others)
+		return m
+	}
+	tests := []struct {
+		name     string
+		m        *meter.Measurement
+		model    string
+		want     float64
+		ok       bool
+		unpriced string
+	}{
+		// 100 × 3 + 10 × 15 = 450 per million.
+		{"no other model: the response model's cost", measurement(), "claude-sonnet-4-6", 0.00045, true, ""},
+		// 450 + (20 × 5 + 30 × 0.50 + 10 × 6.25) + 40 × 25 = 450 + 177.5 + 1000.
+		{"an advisor at its own price, its cache at its own rates", measurement(meter.ModelUsage{Model: "claude-opus-4-7", Kind: "advisor_message",
+			InputTokens: 60, OutputTokens: 40, CacheReadInputTokens: 30, CacheCreationInputTokens: 10}), "claude-sonnet-4-6", 0.0016275, true, ""},
+		{"the advisor's model without a price: unpriced, named", measurement(meter.ModelUsage{Model: "claude-opus-9", Kind: "advisor_message",
+			InputTokens: 60, OutputTokens: 40, CacheReadInputTokens: -1, CacheCreationInputTokens: -1}), "claude-sonnet-4-6", 0, false, "claude-opus-9"},
+		{"the response model without a price: unpriced, named", measurement(meter.ModelUsage{Model: "claude-opus-4-7", Kind: "advisor_message",
+			InputTokens: 60, OutputTokens: 40}), "claude-haiku-9", 0, false, "claude-haiku-9"},
+		{"the advisor's output unknown: no cost", measurement(meter.ModelUsage{Model: "claude-opus-4-7", Kind: "advisor_message",
+			InputTokens: 60, OutputTokens: -1}), "claude-sonnet-4-6", 0, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, unpriced := tb.Exchange(tt.m, tt.model)
+			if ok != tt.ok || unpriced != tt.unpriced || math.Abs(got-tt.want) > 1e-15 {
+				t.Errorf("Exchange = %v, %v, %q; want %v, %v, %q", got, ok, unpriced, tt.want, tt.ok, tt.unpriced)
+			}
+		})
+	}
+}
+
+// TestExchangeRecordedAdvisor: the recorded advisor body
+// (meter/testdata/recorded/anthropic/advisor_body.json) measured by the
+// meter, at $3 and $15 per million for the executor, claude-sonnet-4-6,
+// and $5 and $25 for the advisor, claude-opus-4-7, costs by hand 2,414 ×
+// 3 + 3,200 × 15 = 55,242 for the executor and 2,728 × 5 + 874 × 25 =
+// 35,490 for the advisor: 90,732 dollars per million, $0.090732. Summed
+// into the executor's counts, as they once were, the same usage priced
+// (2,414 + 2,728) × 3 + (3,200 + 874) × 15 = 76,536, $0.076536.
+func TestExchangeRecordedAdvisor(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("..", "meter", "testdata", "recorded", "anthropic", "advisor_body.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := meter.LookupDialect("anthropic_messages")
+	var mt meter.Meter
+	start := time.Now()
+	mt.Init(info.New(), meter.Options{}, start)
+	mt.Request("/v1/messages", []byte(`{"model":"claude-sonnet-4-6","max_tokens":8192}`), false)
+	mt.Response(200, "application/json", "")
+	mt.Write(body, start.Add(time.Second))
+	m := mt.Finish(start.Add(2*time.Second), meter.OutcomeUnknown, "")
+	var tb Table
+	if err := tb.Add("claude-sonnet-4-6", Price{Input: 3, Output: 15}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Add("claude-opus-4-7", Price{Input: 5, Output: 25}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, unpriced := tb.Exchange(m, m.ResponseModel)
+	const want = 0.090732
+	if !ok || unpriced != "" || math.Abs(got-want) > 1e-12 {
+		t.Errorf("cost %v, %v, %q (usage %+v, others %+v), want %v", got, ok, unpriced, m.Usage, m.OtherModelUsage(), want)
+	}
+}

@@ -79,6 +79,40 @@ func (p Price) CostOf(m *meter.Measurement) (usd float64, ok bool) {
 	return p.Cost(m.Usage)
 }
 
+// Exchange is what the exchange m, filed under model, cost at t's prices:
+// model's price applied to m (Price.CostOf), plus the usage of every other
+// model that sampled inside it (meter.Measurement.OtherModelUsage, such as
+// Anthropic's advisor) at that model's own price. unpriced is the first
+// model without a price, and then there is no cost: a bill without one of
+// its parts is not the bill. ok is false, with unpriced empty, when a
+// count the cost needs is unknown.
+func (t *Table) Exchange(m *meter.Measurement, model string) (usd float64, ok bool, unpriced string) {
+	p, found := t.Lookup(model)
+	if !found {
+		return 0, false, model
+	}
+	others := m.OtherModelUsage()
+	prices := make([]Price, 0, meter.MaxOtherModels)
+	for _, o := range others {
+		op, found := t.Lookup(o.Model)
+		if !found {
+			return 0, false, o.Model
+		}
+		prices = append(prices, op)
+	}
+	if usd, ok = p.CostOf(m); !ok {
+		return 0, false, ""
+	}
+	for i, o := range others {
+		c, cok := prices[i].Cost(o.Usage())
+		if !cok {
+			return 0, false, ""
+		}
+		usd += c
+	}
+	return usd, true, ""
+}
+
 func or(v *float64, fallback float64) float64 {
 	if v != nil {
 		return *v

@@ -25,6 +25,8 @@ func init() {
 	for _, s := range []string{
 		"authentication_error", "permission_error", "not_found_error",
 		"request_too_large", "rate_limit_error", "billing_error", "timeout_error",
+		// Stop reasons beyond those every dialect shares.
+		"model_context_window_exceeded", "compaction",
 	} {
 		interned[s] = s
 	}

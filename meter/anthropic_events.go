@@ -62,7 +62,9 @@ func (e *anthropicEvent) read(o *Observer, usage *usageParts, name []byte) {
 		// input_json_delta.
 		anthropicDelta(o, e.block, e.index)
 	case "message_start":
-		// Its usage.output_tokens is a placeholder (1 to 5) that the
+		// Its usage.output_tokens is not the response's: a placeholder,
+		// or the first sampling's where the server sampled before the
+		// stream began (35 on the recorded advisor stream), which the
 		// message_delta replaces; a truncated stream is better served by
 		// the estimate.
 		anthropicMessage(o, usage, e.message, false)

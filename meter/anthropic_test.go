@@ -66,6 +66,22 @@ func TestAnthropicStreams(t *testing.T) {
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 9,
 		},
 		{
+			// Hand-written to the documented format (no recording has
+			// both): a compaction sampling, then an advisor call, then the
+			// answer. Event 2 is the compaction summary (output, not
+			// visible), 4 the advisor call's start, 8 the advisor's
+			// result (not the executor's output), 11 and 12 the text.
+			// The top-level 1900 (1200 of them read from the cache) and
+			// 95 are the two "message" iterations'; the compaction's
+			// 48210 and 410 are added; the advisor's are claude-opus-4-7's
+			// (TestAnthropicOtherModelsFixture).
+			name: "compaction and an advisor call: the compaction is the response model's, the advisor is not", fixture: "compaction_advisor.sse",
+			firstToken: 2, firstVisible: 11, lastToken: 12, outputEvents: 4,
+			usage: Usage{1900 + 1200 + 48210, 95 + 410, 1200, 0, -1, UsageReported},
+			model: "claude-sonnet-4-6", id: "msg_01CompactThenAdvise7Qw2Xe",
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 16,
+		},
+		{
 			// Input is reported by message_start, output only estimated:
 			// the source stays "reported" (see Measurement.Usage).
 			name: "overloaded_error event after 200, no message_stop", fixture: "overloaded_midstream.sse",
@@ -94,6 +110,21 @@ func TestAnthropicStreams(t *testing.T) {
 				t.Errorf("operation %q, dialect %q", m.Operation, m.Dialect)
 			}
 		})
+	}
+}
+
+// TestAnthropicOtherModelsFixture: the advisor sampling of the
+// hand-written compaction_advisor.sse is claude-opus-4-7's usage, its
+// input the uncached 2300 plus the 500 written to the cache.
+func TestAnthropicOtherModelsFixture(t *testing.T) {
+	mt := exchange{200, "text/event-stream", "/v1/messages"}.start(newAnthropicMessages(), Options{}, []byte(`{"model":"claude","max_tokens":1024,"stream":true}`))
+	m := replayPieces(mt, events(testdata(t, "anthropic", "compaction_advisor.sse")))
+	want := []ModelUsage{{"claude-opus-4-7", "advisor_message", 2300 + 500, 650, 0, 500}}
+	if got := m.OtherModelUsage(); !reflect.DeepEqual(got, want) {
+		t.Errorf("OtherModelUsage = %+v, want %+v", got, want)
+	}
+	if m.Degraded != 0 {
+		t.Errorf("Degraded = %d (%s)", m.Degraded, m.DegradedReason)
 	}
 }
 

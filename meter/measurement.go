@@ -97,6 +97,37 @@ func (b BilledUsage) Known() bool { return b.InputTokens >= 0 && b.OutputTokens 
 // unknownBilled is BilledUsage with nothing known.
 var unknownBilled = BilledUsage{-1, -1}
 
+// ModelUsage is the usage of samplings inside one exchange that were not
+// the response model's own: Anthropic's advisor tool runs a sub-inference
+// on another model (its usage.iterations entry of type advisor_message
+// names that model), billed at that model's price and left out of the
+// response's top-level counts. The counts are in semconv's terms, as in
+// Usage: InputTokens includes the cached reads and cache writes.
+type ModelUsage struct {
+	// Model is the model that sampled, as the provider names it; it may
+	// be the response model itself (an advisor of the executor's own
+	// model), whose counts still stay apart, having been neither
+	// streamed nor timed.
+	Model string
+	// Kind is the provider's name for the sampling, e.g.
+	// "advisor_message".
+	Kind                     string
+	InputTokens              int64
+	OutputTokens             int64
+	CacheReadInputTokens     int64
+	CacheCreationInputTokens int64
+}
+
+// Usage is u as a Usage, for pricing: no reasoning count, reported.
+func (u ModelUsage) Usage() Usage {
+	return Usage{u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, -1, UsageReported}
+}
+
+// MaxOtherModels bounds the other models' usage kept per exchange, one
+// entry per model and kind: a request names one advisor model, and a
+// hostile body must not grow the measurement.
+const MaxOtherModels = 4
+
 // Request holds what the client asked for, read from the request body. Absent
 // values are left at their zero value with the matching Has flag false.
 type Request struct {
@@ -198,6 +229,13 @@ type Measurement struct {
 	// zero value is a bill of nothing.
 	Billed BilledUsage
 
+	// OtherModels holds, in its first NumOtherModels entries, the usage of
+	// samplings by models other than the response's own inside this
+	// exchange (ModelUsage). It is an array so that recording it never
+	// allocates but for the model's name; OtherModelUsage is the slice.
+	OtherModels    [MaxOtherModels]ModelUsage
+	NumOtherModels int
+
 	ResponseModel string
 	ResponseID    string
 	// ServiceTier and SystemFingerprint are OpenAI's service_tier (the
@@ -225,6 +263,12 @@ type Measurement struct {
 	Degraded int64
 	// DegradedReason is the first such fault, for the log.
 	DegradedReason string
+}
+
+// OtherModelUsage is the usage of the other models that sampled inside
+// the exchange (OtherModels).
+func (m *Measurement) OtherModelUsage() []ModelUsage {
+	return m.OtherModels[:min(max(m.NumOtherModels, 0), MaxOtherModels)]
 }
 
 // OutputTokensPerSecond is the decode rate: the output tokens that arrived

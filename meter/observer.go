@@ -164,6 +164,49 @@ func (o *Observer) Usage(u Usage) {
 	}
 }
 
+// otherModel records u, the usage of a sampling of kind by model inside
+// the exchange that is not the response model's own (ModelUsage), as the
+// entries a usage object's list has recorded so far, *n of them: the
+// samplings of one model and kind add up into one entry. The model's name
+// is copied only when its entry held another, so a list repeated in a
+// later usage object costs no copy. It returns false, recording nothing,
+// when the entries are full.
+func (o *Observer) otherModel(n *int, model []byte, kind string, u ModelUsage) bool {
+	m := o.m
+	for i := range *n {
+		e := &m.OtherModels[i]
+		if e.Kind == kind && e.Model == string(model) {
+			e.InputTokens += u.InputTokens
+			e.OutputTokens += u.OutputTokens
+			e.CacheReadInputTokens = addKnown(e.CacheReadInputTokens, u.CacheReadInputTokens)
+			e.CacheCreationInputTokens = addKnown(e.CacheCreationInputTokens, u.CacheCreationInputTokens)
+			return true
+		}
+	}
+	if *n >= MaxOtherModels {
+		return false
+	}
+	e := &m.OtherModels[*n]
+	if e.Model != string(model) {
+		u.Model = string(model)
+	} else {
+		u.Model = e.Model
+	}
+	u.Kind = kind
+	*e = u
+	*n++
+	return true
+}
+
+// addKnown adds two counts of which either may be unknown (negative): the
+// sum of the known ones, unknown only if both are.
+func addKnown(a, b int64) int64 {
+	if a < 0 {
+		return b
+	}
+	return a + max(b, 0)
+}
+
 // BilledUsage merges the counts a provider says it bills, where it reports
 // them apart from the counts processed (Cohere's billed_units, which leave
 // out the system preamble and cached input): negative fields are left as

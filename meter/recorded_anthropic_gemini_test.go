@@ -1,6 +1,9 @@
 package meter
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 // TestRecordedAnthropicMessages reads real recorded Messages streams and
 // bodies (testdata/recorded/README.md names each file's source and
@@ -124,6 +127,23 @@ func TestRecordedAnthropicMessages(t *testing.T) {
 			model: "claude-opus-4-6", id: "msg_01WJn2D9FrjipEZ9u51siJHC",
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 749,
 		},
+		{
+			name: "claude-sonnet-4-6 with the advisor tool: the top-level counts are the executor's, the advisor's tokens are not", fixture: "anthropic/advisor.sse",
+			// Event 1 starts server_tool_use "advisor" (its name is the
+			// executor's call, its first token), 3 is its only
+			// partial_json, ""; 6 is the advisor_tool_result, the
+			// advisor's text, which the executor did not generate; 8
+			// starts the text block with "", 9 to 123 are 114 text
+			// deltas and a ping (71). The message_delta's top-level 4727
+			// and 3391 are the two "message" iterations' 1051 + 3676 and
+			// 35 + 3356; the advisor_message iteration, 2728 and 3880 of
+			// claude-opus-4-7, is another model's
+			// (TestRecordedAnthropicOtherModels).
+			firstToken: 1, firstVisible: 9, lastToken: 123, outputEvents: 1 + 114,
+			usage: Usage{4727, 3391, 0, 0, -1, UsageReported},
+			model: "claude-sonnet-4-6", id: "msg_018nU8ajizC7AoofHJbGncAW",
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted, chunks: 127,
+		},
 	}
 	checkRecorded(t, recordedDialect{
 		newDialect: func() Dialect { return newAnthropicMessages() },
@@ -155,11 +175,74 @@ func TestRecordedAnthropicMessages(t *testing.T) {
 			model: "claude-sonnet-4-20250514", id: "msg_01MT4gZLLHg1yg5d6eo41LJe",
 			finish: []string{"end_turn"}, outcome: OutcomeCompleted,
 		},
+		{
+			name: "claude-sonnet-4-6 advisor body: the top-level counts are the executor's", fixture: "anthropic/advisor_body.json",
+			// 2414 = 1051 + 1363 and 3200 = 35 + 3165, the two "message"
+			// iterations; the advisor_message one, 2728 and 874 of
+			// claude-opus-4-7, is not the response model's.
+			usage: Usage{2414, 3200, 0, 0, -1, UsageReported},
+			model: "claude-sonnet-4-6", id: "msg_01SNJCefkpg3kcMGepX63Dvh",
+			finish: []string{"end_turn"}, outcome: OutcomeCompleted,
+		},
 	}
 	for _, tt := range bodies {
 		t.Run(tt.name, func(t *testing.T) {
 			mt := exchange{200, "application/json", "/v1/messages"}.start(newAnthropicMessages(), Options{}, []byte(`{"model":"claude","max_tokens":512}`))
 			checkBody(t, readInPieces(mt, testdata(t, "recorded", tt.fixture), 100), tt)
+		})
+	}
+}
+
+// TestRecordedAnthropicOtherModels reads the usage of the other models
+// that sampled inside a recorded response: the advisor tool's
+// sub-inference, an advisor_message entry of usage.iterations naming its
+// model, billed at that model's price and left out of the top-level
+// counts (docs/telemetry.md, "Anthropic Messages"). The counts are the
+// entries' own, written by hand from the payloads; the compaction stream
+// has no other model, its compaction iteration being the response
+// model's.
+func TestRecordedAnthropicOtherModels(t *testing.T) {
+	tests := []struct {
+		name, fixture string
+		streamed      bool
+		usage         Usage
+		others        []ModelUsage
+	}{
+		{
+			name: "advisor stream", fixture: "anthropic/advisor.sse", streamed: true,
+			usage:  Usage{1051 + 3676, 35 + 3356, 0, 0, -1, UsageReported},
+			others: []ModelUsage{{"claude-opus-4-7", "advisor_message", 2728, 3880, 0, 0}},
+		},
+		{
+			name: "advisor body", fixture: "anthropic/advisor_body.json",
+			usage:  Usage{1051 + 1363, 35 + 3165, 0, 0, -1, UsageReported},
+			others: []ModelUsage{{"claude-opus-4-7", "advisor_message", 2728, 874, 0, 0}},
+		},
+		{
+			name: "compaction stream", fixture: "anthropic/compaction.sse", streamed: true,
+			usage: Usage{60385 + 612, 522 + 2819, 0, 0, -1, UsageReported},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := testdata(t, "recorded", tt.fixture)
+			var m *Measurement
+			if tt.streamed {
+				mt := exchange{200, "text/event-stream", "/v1/messages"}.start(newAnthropicMessages(), Options{}, []byte(`{"model":"claude","max_tokens":512,"stream":true}`))
+				m = replayPieces(mt, eventPieces(tt.fixture, body))
+			} else {
+				mt := exchange{200, "application/json", "/v1/messages"}.start(newAnthropicMessages(), Options{}, []byte(`{"model":"claude","max_tokens":512}`))
+				m = readInPieces(mt, body, 100)
+			}
+			if m.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", m.Usage, tt.usage)
+			}
+			if got := m.OtherModelUsage(); len(got) != len(tt.others) || len(got) > 0 && !reflect.DeepEqual(got, tt.others) {
+				t.Errorf("OtherModelUsage = %+v, want %+v", got, tt.others)
+			}
+			if m.Degraded != 0 {
+				t.Errorf("Degraded = %d (%s), want 0", m.Degraded, m.DegradedReason)
+			}
 		})
 	}
 }

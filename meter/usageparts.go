@@ -21,9 +21,7 @@ type usageNames struct {
 	// reasoning its member for the reasoning (thinking) tokens.
 	details, reasoning string
 	// iterations is the list of the samplings one response took, each a
-	// usage object with the same names, when the top-level counts are
-	// only the last sampling's (Anthropic's server-side compaction: the
-	// summary is sampled first, on the whole conversation).
+	// usage object with the same names and a type (anthropicIterations).
 	iterations string
 }
 
@@ -38,9 +36,8 @@ var anthropicUsage = usageNames{
 	// output_tokens, as recorded responses show (testdata/recorded).
 	details:   "output_tokens_details",
 	reasoning: "thinking_tokens",
-	// With compaction the top-level counts leave out the compaction
-	// sampling; Anthropic bills the sum over usage.iterations
-	// (docs/telemetry.md, testdata/recorded/anthropic/compaction.sse).
+	// The top-level counts leave out the compaction and advisor
+	// samplings that usage.iterations lists (anthropicIterations).
 	iterations: "iterations",
 }
 
@@ -87,34 +84,120 @@ func (p *usageParts) read(o *Observer, u string, names usageNames) {
 	out.CacheReadInputTokens = p.cacheRead
 	out.CacheCreationInputTokens = p.cacheWrite
 	if rawKindOf(iterations) == kindArray {
-		sumIterations(&out, iterations, names)
+		anthropicIterations(o, &out, iterations, names)
 	}
 	o.Usage(out)
 }
 
-// sumIterations replaces out's input, output and cache counts with their
-// sums over the iterations list, when every iteration reports input and
-// output: one that does not would make the sum an undercount, and the
-// top-level counts are then left as the provider gave them.
-func sumIterations(out *Usage, iterations string, names usageNames) {
+// Anthropic's usage.iterations types. The top-level counts are the sum of
+// the "message" samplings, the response model's own (on the recorded
+// advisor stream and body, testdata/recorded/anthropic/advisor*); a
+// "compaction" sampling is the same model summarizing the conversation,
+// billed at its price but left out of the top-level counts
+// (compaction.sse); an "advisor_message" is another model's sub-inference,
+// billed at that model's price and left out too. A "fallback_message" is
+// the hop that served the response when the requested model declined, and
+// the top-level counts are already its own.
+const (
+	iterationMessage    = `"message"`
+	iterationCompaction = `"compaction"`
+	iterationAdvisor    = `"advisor_message"`
+	iterationFallback   = `"fallback_message"`
+)
+
+// advisorKind is ModelUsage.Kind of an advisor's sampling, a constant so
+// that recording it does not allocate.
+const advisorKind = "advisor_message"
+
+// anthropicIterations reads the iterations list of a usage object whose
+// top-level counts out holds: it adds the compaction samplings to out,
+// since they are the response model's and billed, and records each
+// advisor sampling as another model's usage (Observer.otherModel),
+// replacing what an earlier list recorded, every list being cumulative.
+// An iteration of a type not known here, or a compaction or advisor one
+// without its counts or model, is a counted fault: its tokens may be
+// billed and are missing from the measurement.
+func anthropicIterations(o *Observer, out *Usage, iterations string, names usageNames) {
 	var in, outTokens, read, write int64
-	n, complete := 0, true
+	var readSeen, writeSeen, compacted bool
+	others := 0
 	rawValues(iterations, func(it string) bool {
-		i, okIn := rawCount(rawMember(it, names.input))
-		o, okOut := rawCount(rawMember(it, names.output))
-		if !okIn || !okOut {
-			complete = false
-			return false
+		var typ, model string
+		i, o2, r, w := int64(-1), int64(-1), int64(-1), int64(-1)
+		rawMembers(it, func(k, v string) bool {
+			switch k {
+			case "type":
+				typ = v
+			case "model":
+				model = v
+			case names.input:
+				i = countOr(v)
+			case names.output:
+				o2 = countOr(v)
+			case names.cacheRead:
+				r = countOr(v)
+			case names.cacheWrite:
+				w = countOr(v)
+			}
+			return true
+		})
+		switch typ {
+		case iterationMessage, iterationFallback:
+		case iterationCompaction:
+			if i < 0 || o2 < 0 {
+				o.Degrade("usage_iteration_incomplete")
+				return true
+			}
+			in, outTokens = in+i+max(r, 0)+max(w, 0), outTokens+o2
+			if r >= 0 {
+				read, readSeen = read+r, true
+			}
+			if w >= 0 {
+				write, writeSeen = write+w, true
+			}
+			compacted = true
+		case iterationAdvisor:
+			var b rawBuf
+			name, ok := rawStr(model, b[:0])
+			if i < 0 || o2 < 0 || !ok || len(name) == 0 {
+				o.Degrade("usage_iteration_incomplete")
+				return true
+			}
+			if !o.otherModel(&others, name, advisorKind, ModelUsage{
+				InputTokens: i + max(r, 0) + max(w, 0), OutputTokens: o2,
+				CacheReadInputTokens: r, CacheCreationInputTokens: w,
+			}) {
+				o.Degrade("other_models_over_cap")
+			}
+		default:
+			o.Degrade("usage_iteration_unknown")
 		}
-		r, _ := rawCount(rawMember(it, names.cacheRead))
-		w, _ := rawCount(rawMember(it, names.cacheWrite))
-		in, outTokens, read, write = in+i+r+w, outTokens+o, read+r, write+w
-		n++
 		return true
 	})
-	if n == 0 || !complete {
+	o.m.NumOtherModels = others
+	if !compacted {
 		return
 	}
-	out.InputTokens, out.OutputTokens = in, outTokens
-	out.CacheReadInputTokens, out.CacheCreationInputTokens = read, write
+	// A count the top level left unknown stays unknown: the compaction's
+	// share alone would pass for the whole.
+	if out.InputTokens >= 0 {
+		out.InputTokens += in
+	}
+	if out.OutputTokens >= 0 {
+		out.OutputTokens += outTokens
+	}
+	if readSeen {
+		out.CacheReadInputTokens = max(out.CacheReadInputTokens, 0) + read
+	}
+	if writeSeen {
+		out.CacheCreationInputTokens = max(out.CacheCreationInputTokens, 0) + write
+	}
+}
+
+// countOr is v's count, or -1 if v is not one.
+func countOr(v string) int64 {
+	if n, ok := rawCount(v); ok {
+		return n
+	}
+	return -1
 }

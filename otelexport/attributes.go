@@ -25,13 +25,21 @@ const (
 	attrUsageSource             = attribute.Key("tokentap.usage.source")
 	attrBilledInputTokens       = attribute.Key("tokentap.usage.billed_input_tokens")
 	attrBilledOutputTokens      = attribute.Key("tokentap.usage.billed_output_tokens")
-	attrOutcome                 = attribute.Key("tokentap.outcome")
-	attrInflight                = attribute.Key("tokentap.inflight")
-	attrOverhead                = attribute.Key("tokentap.overhead")
-	attrCostUSD                 = attribute.Key("tokentap.cost.usd")
-	attrSLOMet                  = attribute.Key("tokentap.slo.met")
-	attrHealthState             = attribute.Key("tokentap.health.state")
-	attrProbe                   = attribute.Key("tokentap.probe")
+	// The usage of other models inside the exchange, one array element
+	// per model (meter.ModelUsage), aligned: appendOtherModels.
+	attrOtherModel               = attribute.Key("tokentap.usage.other.model")
+	attrOtherKind                = attribute.Key("tokentap.usage.other.kind")
+	attrOtherInputTokens         = attribute.Key("tokentap.usage.other.input_tokens")
+	attrOtherOutputTokens        = attribute.Key("tokentap.usage.other.output_tokens")
+	attrOtherCacheReadTokens     = attribute.Key("tokentap.usage.other.cache_read.input_tokens")
+	attrOtherCacheCreationTokens = attribute.Key("tokentap.usage.other.cache_creation.input_tokens")
+	attrOutcome                  = attribute.Key("tokentap.outcome")
+	attrInflight                 = attribute.Key("tokentap.inflight")
+	attrOverhead                 = attribute.Key("tokentap.overhead")
+	attrCostUSD                  = attribute.Key("tokentap.cost.usd")
+	attrSLOMet                   = attribute.Key("tokentap.slo.met")
+	attrHealthState              = attribute.Key("tokentap.health.state")
+	attrProbe                    = attribute.Key("tokentap.probe")
 	// attrLangfuseCompletionStart is Langfuse's own, not tokentap's:
 	// Spans.Langfuse.
 	attrLangfuseCompletionStart = attribute.Key("langfuse.observation.completion_start_time")
@@ -113,6 +121,8 @@ func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.K
 		attrs = append(attrs, attrBilledOutputTokens.Int64(n))
 	}
 
+	attrs = appendOtherModels(attrs, m.OtherModelUsage())
+
 	seconds := func(k attribute.Key, d interface{ Seconds() float64 }, ok bool) {
 		if ok {
 			attrs = append(attrs, k.Float64(d.Seconds()))
@@ -137,6 +147,43 @@ func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.K
 	}
 	if m.Degraded > 0 {
 		attrs = append(attrs, attrDegraded.Int64(m.Degraded), attrDegradedReason.String(m.DegradedReason))
+	}
+	return attrs
+}
+
+// appendOtherModels adds the usage of the models other than the response
+// model's own that sampled inside the exchange (Anthropic's advisor): the
+// gen_ai.usage.* attributes are the response model's, which
+// gen_ai.response.model names, so another model's tokens go beside them,
+// in arrays aligned element by element, one element per model and kind.
+// A cache count is there only if every element reports it, since an
+// array has no room for an absent value.
+func appendOtherModels(attrs []attribute.KeyValue, others []meter.ModelUsage) []attribute.KeyValue {
+	if len(others) == 0 {
+		return attrs
+	}
+	models := make([]string, len(others))
+	kinds := make([]string, len(others))
+	counts := make([]int64, 4*len(others))
+	in, out, read, write := counts[:len(others)], counts[len(others):2*len(others)], counts[2*len(others):3*len(others)], counts[3*len(others):]
+	readKnown, writeKnown := true, true
+	for i, o := range others {
+		models[i], kinds[i] = validUTF8(o.Model), validUTF8(o.Kind)
+		in[i], out[i], read[i], write[i] = o.InputTokens, o.OutputTokens, o.CacheReadInputTokens, o.CacheCreationInputTokens
+		readKnown = readKnown && read[i] >= 0
+		writeKnown = writeKnown && write[i] >= 0
+	}
+	attrs = append(attrs,
+		attrOtherModel.StringSlice(models),
+		attrOtherKind.StringSlice(kinds),
+		attrOtherInputTokens.Int64Slice(in),
+		attrOtherOutputTokens.Int64Slice(out),
+	)
+	if readKnown {
+		attrs = append(attrs, attrOtherCacheReadTokens.Int64Slice(read))
+	}
+	if writeKnown {
+		attrs = append(attrs, attrOtherCacheCreationTokens.Int64Slice(write))
 	}
 	return attrs
 }
