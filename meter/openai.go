@@ -422,10 +422,9 @@ func rawNonEmptyString(raw string) bool {
 
 // readOpenAIUsage reads a usage object. prompt_tokens already includes
 // the tokens read from the prompt cache (cached_tokens) and those written
-// to it (cache_write_tokens), as semconv's input count does: recorded,
-// 4020 prompt tokens of which 4012 written, then 4012 read (OpenAI), and
-// 3329 = 3 + 3211 read + 115 written (OpenRouter, whose usage.cost prices
-// exactly that split). The two counts are read loosely (a null is 0, not
+// to it (cache_write_tokens), as semconv's input count does: the recorded
+// OpenRouter bodies' own usage.cost prices exactly that split
+// (docs/telemetry.md). The two counts are read loosely (a null is 0, not
 // unknown), as they always were.
 //
 // Output must include reasoning (measurement.go). OpenAI's

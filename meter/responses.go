@@ -308,9 +308,9 @@ var (
 
 // readResponsesUsage reads a Responses usage object, whose input_tokens
 // already includes the tokens read from the prompt cache and those written
-// to it (recorded: 4020 input, 4012 of them written, then read; 158 with
-// 43 written on Bedrock's endpoint), and output_tokens reasoning tokens,
-// as semconv wants.
+// to it, as the recordings of OpenAI and Bedrock's endpoint show
+// (docs/telemetry.md), and output_tokens reasoning tokens, as semconv
+// wants.
 func readResponsesUsage(u string) Usage {
 	out := unknownUsage
 	rawMembers(u, func(k, v string) bool {
