@@ -44,7 +44,7 @@ func recordedRoute(file string) (reqPath, contentType string, err error) {
 		return "/v1/responses", contentType, nil
 	}
 	switch dir {
-	case "openai", "azure", "xai", "deepseek", "groq", "mistral", "alibaba", "perplexity", "moonshotai":
+	case "openai", "azure", "xai", "deepseek", "groq", "mistral", "alibaba", "perplexity", "moonshotai", "openrouter":
 		return "/v1/chat/completions", contentType, nil
 	case "anthropic":
 		return "/v1/messages", contentType, nil
@@ -169,6 +169,7 @@ func TestRecordedThroughCaddy(t *testing.T) {
 				{"gen_ai.usage.input_tokens", m.Usage.InputTokens},
 				{"gen_ai.usage.output_tokens", m.Usage.OutputTokens},
 				{"gen_ai.usage.cache_read.input_tokens", m.Usage.CacheReadInputTokens},
+				{"gen_ai.usage.cache_creation.input_tokens", m.Usage.CacheCreationInputTokens},
 				{"gen_ai.usage.reasoning.output_tokens", m.Usage.ReasoningOutputTokens},
 				{"tokentap.usage.billed_input_tokens", m.Billed.InputTokens},
 				{"tokentap.usage.billed_output_tokens", m.Billed.OutputTokens},
