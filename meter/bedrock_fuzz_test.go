@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"hash/crc32"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -37,9 +38,17 @@ func bedrockFrame(eventType string, payload []byte) []byte {
 // event type (for invoke, also base64-wrapped in a chunk). Whatever the
 // input, reading it must not panic, and cutting the stream at any point
 // must not change what is measured.
+//
+// The seeds are every fixture and every Bedrock recording (its .headers
+// files aside), InvokeModel's of each family among them; the header
+// fallback is fuzzed too, with data as the count headers' values.
 func FuzzBedrock(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "bedrock", "*"))
-	for _, name := range files {
+	recorded, _ := filepath.Glob(filepath.Join("testdata", "recorded", "bedrock", "*"))
+	for _, name := range append(files, recorded...) {
+		if filepath.Ext(name) == ".headers" {
+			continue
+		}
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)
@@ -93,6 +102,23 @@ func FuzzBedrock(f *testing.F) {
 		}
 		check("stream", data)
 		run("application/json", data, int(cut)%(len(data)+1))
+		// The data as Bedrock's count and latency headers, before a body
+		// that has counts of its own: whatever the headers say, the
+		// measurement has no impossible counts.
+		if len(data) < 64 {
+			v := string(data)
+			h := http.Header{"X-Amzn-Bedrock-Input-Token-Count": {v}, "X-Amzn-Bedrock-Output-Token-Count": {v},
+				"X-Amzn-Bedrock-Cache-Read-Input-Token-Count": {v}, "X-Amzn-Bedrock-Invocation-Latency": {v}}
+			mt := New(DetectDialect(path).New(), Options{}, t0)
+			mt.Request(path, nil, false)
+			mt.ResponseHeader(h)
+			mt.Response(200, "application/json", "")
+			mt.Write([]byte(`{"generation":"Hi","prompt_token_count":3,"stop_reason":"stop"}`), t0.Add(step))
+			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
+			if m.Usage.InputTokens < -1 || m.Usage.OutputTokens < -1 || m.Usage.CacheReadInputTokens < -1 {
+				t.Fatalf("headers %q: impossible counts %+v", v, m.Usage)
+			}
+		}
 		if len(data) > 4000 {
 			return
 		}
