@@ -40,7 +40,7 @@ func TestBedrockHeaderFallbackThroughCaddy(t *testing.T) {
 		},
 		{
 			name: "Llama: the body's counts win over the headers'", body: llama,
-			header: http.Header{"X-Amzn-Bedrock-Input-Token-Count": {"99"}, "X-Amzn-Bedrock-Output-Token-Count": {"98"}, "X-Amzn-Bedrock-Invocation-Latency": {"700"}},
+			header:  http.Header{"X-Amzn-Bedrock-Input-Token-Count": {"99"}, "X-Amzn-Bedrock-Output-Token-Count": {"98"}, "X-Amzn-Bedrock-Invocation-Latency": {"700"}},
 			want:    map[string]int64{"gen_ai.usage.input_tokens": 11, "gen_ai.usage.output_tokens": 8},
 			latency: 0.7,
 		},
