@@ -196,6 +196,12 @@ func bedrockFixtures() map[string]bedrockFixture {
 			bedrockChunk(`{"completion":" Hello","stop_reason":null,"stop":null}`, 16),
 			bedrockChunk(`{"completion":"!","stop_reason":"stop_sequence","stop":"\n\nHuman:","amazon-bedrock-invocationMetrics":{"inputTokenCount":12,"outputTokenCount":3,"invocationLatency":450,"firstByteLatency":300}}`, 2),
 		}},
+		// Titan Text over several chunks: the first ones say null for
+		// the total and the reason (aws-sdk-ruby's example).
+		"invoke_titan.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"outputText":"Hello","index":0,"totalOutputTextTokenCount":null,"completionReason":null,"inputTextTokenCount":9}`, 8),
+			bedrockChunk(`{"outputText":" from Titan.","index":0,"totalOutputTextTokenCount":6,"completionReason":"FINISH","inputTextTokenCount":null,"amazon-bedrock-invocationMetrics":{"inputTokenCount":9,"outputTokenCount":6,"invocationLatency":410,"firstByteLatency":205}}`, 30),
+		}},
 		// A family of no known shape: its chunk is a counted fault, the
 		// metrics still give the counts.
 		"invoke_unknown.bin": {msgs: []aws.Message{

@@ -447,6 +447,13 @@ func TestBedrockInvokeFamilies(t *testing.T) {
 			timings: []ServerTiming{{"invocation_latency", 0.45}, {"first_byte_latency", 0.3}}, chunks: 2,
 		},
 		{
+			name: "Titan over two chunks: null total and reason are neither counts nor the end", path: "/model/amazon.titan-text-express-v1/invoke-with-response-stream", fixture: "invoke_titan.bin",
+			firstToken: 0, firstVisible: 0, lastToken: 1,
+			usage:  Usage{9, 6, -1, -1, -1, UsageReported},
+			finish: []string{"FINISH"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.41}, {"first_byte_latency", 0.205}}, chunks: 2,
+		},
+		{
 			name: "a chunk of no known family is a counted fault; the metrics still give the counts", path: "/model/example.new-model-v1:0/invoke-with-response-stream", fixture: "invoke_unknown.bin",
 			firstToken: -1, firstVisible: -1, lastToken: -1,
 			usage:   Usage{3, 2, -1, -1, -1, UsageReported},
@@ -460,6 +467,13 @@ func TestBedrockInvokeFamilies(t *testing.T) {
 			checkStream(t, m, tt)
 		})
 	}
+	t.Run("Titan cut after its first chunk is truncated, its input known", func(t *testing.T) {
+		frames := bedrockFrames(testdata(t, "bedrock", "invoke_titan.bin"))
+		m := replayPieces(bedrockMeter(t, "/model/amazon.titan-text-express-v1/invoke-with-response-stream", Options{}), frames[:1])
+		if m.Outcome != OutcomeTruncated || m.Usage.InputTokens != 9 || m.Usage.Source != UsageEstimated {
+			t.Errorf("outcome %v, Usage %+v", m.Outcome, m.Usage)
+		}
+	})
 	bodies := []dialectCase{
 		{
 			name: "Jamba: the OpenAI shape, usage and finish_reason", path: "/model/ai21.jamba-1-5-mini-v1:0/invoke", fixture: "invoke_jamba.json",
@@ -625,5 +639,98 @@ func TestBedrockInvokeEventAllocations(t *testing.T) {
 				t.Errorf("%v allocations per event, want 0", allocs)
 			}
 		})
+	}
+}
+
+// bedrockInvokeEscapes are chunks of every InvokeModel family whose strings
+// are full of JSON escapes in every place the family is read: text, tool
+// input, finish reasons (jsonraw_alloc_test.go explains why escapes matter).
+func bedrockInvokeEscapes() []escapeDialect {
+	usage := func(m *Measurement) bool { return m.Usage.Source == UsageReported }
+	finished := func(m *Measurement) bool { return len(m.FinishReasons) > 0 && m.FinishReasons[0] != "" }
+	text := `"line\nbreak \"q\" caf\u00e9"`
+	return []escapeDialect{
+		{
+			name: "Nova", path: "/model/amazon.nova-micro-v1:0/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "text delta", output: true, event: escapedChunk(`{"contentBlockDelta":{"delta":{"text":`+text+`},"contentBlockIndex":0}}`, false)},
+				{name: "tool start", output: true, event: escapedChunk(`{"contentBlockStart":{"start":{"toolUse":{"toolUseId":"t\"1","name":"get\u005fweather"}},"contentBlockIndex":1}}`, false)},
+				{name: "tool input", output: true, event: escapedChunk(`{"contentBlockDelta":{"delta":{"toolUse":{"input":"{\"city\":\"Paris\"}"}},"contentBlockIndex":1}}`, false)},
+				{name: "messageStop", check: finished, event: escapedChunk(`{"messageStop":{"stopReason":"end\u005fturn"}}`, false)},
+				{name: "metadata with metrics", check: usage, event: escapedChunk(`{"metadata":{"usage":{"inputTokens":5,"outputTokens":10,"cacheReadInputTokenCount":0,"cacheWriteInputTokenCount":0},"metrics":{},"trace":{"x":"\"y\""}},"amazon-bedrock-invocationMetrics":{"inputTokenCount":5,"outputTokenCount":10,"invocationLatency":181,"firstByteLatency":59}}`, true)},
+			},
+		},
+		{
+			name: "Titan", path: "/model/amazon.titan-text-express-v1/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "outputText", output: true, event: escapedChunk(`{"outputText":`+text+`,"index":0,"totalOutputTextTokenCount":null,"completionReason":null,"inputTextTokenCount":9}`, false)},
+				{name: "last chunk", output: true, check: finished, event: escapedChunk(`{"outputText":`+text+`,"index":0.0,"totalOutputTextTokenCount":6.0,"completionReason":"FIN\u0049SH","amazon-bedrock-guardrailAction":"INTERVENED"}`, true)},
+			},
+		},
+		{
+			name: "Llama", path: "/model/meta.llama3-8b-instruct-v1:0/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "generation", output: true, check: usage, event: escapedChunk(`{"generation":`+text+`,"prompt_token_count":null,"generation_token_count":4,"stop_reason":null}`, false)},
+				{name: "stop", check: finished, event: escapedChunk(`{"generation":"","prompt_token_count":null,"generation_token_count":6,"stop_reason":"st\u006fp"}`, false)},
+			},
+		},
+		{
+			name: "Mistral", path: "/model/mistral.mistral-7b-instruct-v0:2/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "outputs", output: true, check: finished, event: escapedChunk(`{"outputs":[{"text":`+text+`,"stop_reason":"l\u0065ngth"}]}`, false)},
+			},
+		},
+		{
+			name: "OpenAI shape", path: "/model/openai.gpt-oss-20b-1:0/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "delta content", output: true, event: escapedChunk(`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"openai.gpt-oss-20b-1:0","choices":[{"index":0,"delta":{"content":`+text+`},"finish_reason":null}]}`, false)},
+				{name: "tool call arguments", output: true, event: escapedChunk(`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"openai.gpt-oss-20b-1:0","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null}]}`, false)},
+				{name: "DeepSeek text and stop_reason", output: true, check: finished, event: escapedChunk(`{"choices":[{"text":`+text+`,"stop_reason":"st\u006fp"}]}`, false)},
+				{name: "usage", check: usage, event: escapedChunk(`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"openai.gpt-oss-20b-1:0","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`, false)},
+			},
+		},
+		{
+			name: "Cohere", path: "/model/cohere.command-r-v1:0/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "text-generation", output: true, event: escapedChunk(`{"is_finished":false,"event_type":"text-generation","text":`+text+`}`, false)},
+				{name: "tool-calls-chunk", output: true, event: escapedChunk(`{"is_finished":false,"event_type":"tool-calls-chunk","tool_call_delta":{"index":0,"name":"get\u005fweather","parameters":"{\"city\":"}}`, false)},
+				{name: "Command text", output: true, event: escapedChunk(`{"text":`+text+`,"is_finished":false}`, false)},
+				{name: "stream-end", check: finished, event: escapedChunk(`{"is_finished":true,"event_type":"stream-end","finish_reason":"COMPL\u0045TE","response":{"text":"a\nb"}}`, false)},
+			},
+		},
+		{
+			name: "Claude Text Completions", path: "/model/anthropic.claude-instant-v1/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "completion", output: true, check: finished, event: escapedChunk(`{"completion":`+text+`,"stop_reason":"stop\u005fsequence","stop":"\n\nHuman:"}`, false)},
+			},
+		},
+	}
+}
+
+// TestBedrockInvokeAllocationsWithEscapes: once warm, reading a chunk of
+// any InvokeModel family allocates nothing, even when every string in it
+// has escapes, as TestEventAllocationsWithEscapes checks for the dialects.
+func TestBedrockInvokeAllocationsWithEscapes(t *testing.T) {
+	for _, d := range bedrockInvokeEscapes() {
+		for _, ev := range d.events {
+			t.Run(d.name+"/"+ev.name, func(t *testing.T) {
+				mt := escapeMeter(t, d)
+				mt.Write(ev.event, t0.Add(step))
+				before := mt.M.OutputEvents
+				mt.Write(ev.event, t0.Add(step))
+				if ev.output && mt.M.OutputEvents != before+1 {
+					t.Fatalf("the chunk was not read as output: %+v", mt.M)
+				}
+				if ev.check != nil && !ev.check(&mt.M) {
+					t.Fatalf("the chunk was not read: %+v", mt.M)
+				}
+				if mt.M.Degraded != 0 {
+					t.Fatalf("degraded: %+v", mt.M)
+				}
+				if allocs := testing.AllocsPerRun(200, func() { mt.Write(ev.event, t0.Add(step)) }); allocs != 0 {
+					t.Errorf("%v allocations per chunk, want 0", allocs)
+				}
+			})
+		}
 	}
 }
