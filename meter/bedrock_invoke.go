@@ -469,13 +469,13 @@ func (b *bedrock) readClaudeText(o *Observer, c *invokeMembers) {
 		o.Output(estimateText(bytesOf(t)), true)
 		o.emit(0, TextAnswer, c.completion)
 	}
-	finish(o, 0, c.stopReason)
+	invokeFinish(o, 0, c.stopReason)
 }
 
-// finish records a choice's finish reason from its raw value; a string
+// invokeFinish records a choice's finish reason from its raw value; a string
 // reason also ends the generation, which the last chunk's metrics then only
 // report on. It reports whether there was one.
-func finish(o *Observer, index int64, raw string) bool {
+func invokeFinish(o *Observer, index int64, raw string) bool {
 	var buf rawBuf
 	r, ok := rawStr(raw, buf[:0])
 	if !ok || len(r) == 0 {
@@ -525,7 +525,7 @@ func (b *bedrock) readTitan(o *Observer, c *invokeMembers) {
 		o.emit(0, TextAnswer, c.outputText)
 	}
 	index := rawLooseInt(c.claude.index)
-	done := finish(o, index, c.completionReason)
+	done := invokeFinish(o, index, c.completionReason)
 	if n, ok := rawCount(c.totalOutputTokens); ok {
 		out = n
 		if !done {
@@ -553,7 +553,7 @@ func (b *bedrock) readTitan(o *Observer, c *invokeMembers) {
 		if n, ok := rawCount(count); ok {
 			out = max(out, 0) + n
 		}
-		finish(o, i, reason)
+		invokeFinish(o, i, reason)
 		i++
 		return true
 	})
@@ -578,7 +578,7 @@ func (b *bedrock) readLlama(o *Observer, c *invokeMembers) {
 		out = n
 	}
 	b.modelCounts(o, in, out)
-	finish(o, 0, c.stopReason)
+	invokeFinish(o, 0, c.stopReason)
 }
 
 // readMistralOutputs reads Mistral's text completion: outputs, each with
@@ -592,7 +592,7 @@ func readMistralOutputs(o *Observer, outputs string) {
 			out.add(EstimateTokens(bytesOf(t)), true)
 			o.emit(0, TextAnswer, text)
 		}
-		finish(o, i, reason)
+		invokeFinish(o, i, reason)
 		i++
 		return true
 	})
@@ -631,7 +631,7 @@ func (b *bedrock) readChat(o *Observer, s string, c *invokeMembers) {
 			// Recorded by readOpenAIChunk; it ends the generation.
 			o.Done()
 		} else {
-			finish(o, n, stop)
+			invokeFinish(o, n, stop)
 		}
 		i++
 		return true
@@ -674,12 +674,12 @@ func (b *bedrock) readCohere(o *Observer, c *invokeMembers) {
 			out.add(EstimateTokens(bytesOf(t)), true)
 			o.emit(0, TextAnswer, text)
 		}
-		finish(o, i, rawMember(g, "finish_reason"))
+		invokeFinish(o, i, rawMember(g, "finish_reason"))
 		i++
 		return true
 	})
 	out.report(o)
-	finish(o, 0, c.finishReason)
+	invokeFinish(o, 0, c.finishReason)
 	if finished {
 		o.Done()
 	}
@@ -711,7 +711,7 @@ func (b *bedrock) readJurassic(o *Observer, c *invokeMembers) {
 		if t := rawMember(data, "tokens"); rawKindOf(t) == kindArray {
 			out = max(out, 0) + rawLen(t)
 		}
-		finish(o, i, rawMember(rawMember(v, "finishReason"), "reason"))
+		invokeFinish(o, i, rawMember(rawMember(v, "finishReason"), "reason"))
 		i++
 		return true
 	})
