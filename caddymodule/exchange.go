@@ -251,6 +251,8 @@ func (x *exchange) response(status int, header http.Header) {
 		x.readRequest()
 		// Before Response, which may start a decompressing goroutine.
 		x.captureResponse()
+		// Bedrock reports a whole body's counts in its headers.
+		x.tap.ResponseHeader(header)
 		x.tap.Response(status, ct, ce)
 		if x.injected && status == http.StatusOK && ce == "" && strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
 			max := int(x.h.MaxEventSize)

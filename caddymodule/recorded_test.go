@@ -54,8 +54,15 @@ func recordedRoute(file string) (reqPath, contentType string, err error) {
 		}
 		return "/v1beta/models/m:streamGenerateContent?alt=sse", contentType, nil
 	case "bedrock":
+		op := "converse"
+		if strings.HasPrefix(name, "invoke_") {
+			op = "invoke"
+		}
 		if contentType == "application/json" {
-			return "/model/m/converse", contentType, nil
+			return "/model/m/" + op, contentType, nil
+		}
+		if op == "invoke" {
+			return "/model/m/invoke-with-response-stream", contentType, nil
 		}
 		return "/model/m/converse-stream", contentType, nil
 	case "cohere":
@@ -83,9 +90,9 @@ func recordedRoute(file string) (reqPath, contentType string, err error) {
 func TestRecordedThroughCaddy(t *testing.T) {
 	var files []string
 	err := filepath.WalkDir(recordedDir, func(p string, d fs.DirEntry, err error) error {
-		// The notes and the script that remakes some files are not
-		// recordings.
-		if err != nil || d.IsDir() || path.Ext(p) == ".md" || path.Ext(p) == ".py" {
+		// The notes, the scripts that remake some files and the headers
+		// recorded beside a recording are not recordings.
+		if err != nil || d.IsDir() || path.Ext(p) == ".md" || path.Ext(p) == ".py" || path.Ext(p) == ".headers" {
 			return err
 		}
 		rel, _ := filepath.Rel(recordedDir, p)
@@ -111,6 +118,9 @@ func TestRecordedThroughCaddy(t *testing.T) {
 		}
 		_, ct, _ := recordedRoute(file)
 		w.Header().Set("Content-Type", ct)
+		for name, values := range recordedHeader(file) {
+			w.Header()[name] = values
+		}
 		f := w.(http.Flusher)
 		for _, piece := range randomPieces(rnd, body) {
 			_, _ = w.Write(piece)
@@ -155,6 +165,7 @@ func TestRecordedThroughCaddy(t *testing.T) {
 			info := meter.DetectDialect(strings.SplitN(reqPath, "?", 2)[0])
 			mt := meter.New(info.New(), meter.Options{}, time.Now())
 			mt.Request(reqPath, []byte(reqBody), false)
+			mt.ResponseHeader(recordedHeader(file))
 			mt.Response(200, ct, "")
 			mt.Write(body, time.Now())
 			m := mt.Finish(time.Now(), meter.OutcomeUnknown, "")
@@ -204,6 +215,23 @@ func TestRecordedThroughCaddy(t *testing.T) {
 
 func readRecording(file string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(recordedDir, filepath.FromSlash(file)))
+}
+
+// recordedHeader is the response header recorded beside a recording (its
+// .headers file: Bedrock's token counts and latency, one "Name: value" a
+// line), or nil.
+func recordedHeader(file string) http.Header {
+	b, err := readRecording(file + ".headers")
+	if err != nil {
+		return nil
+	}
+	h := http.Header{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if name, value, ok := strings.Cut(line, ": "); ok {
+			h.Add(name, value)
+		}
+	}
+	return h
 }
 
 // randomPieces cuts b into 1 to 16 pieces at random places.

@@ -26,8 +26,11 @@ var bedrockConverseInfo = DialectInfo{
 
 // bedrockInvokeInfo registers InvokeModel (/model/{modelId}/invoke) and
 // InvokeModelWithResponseStream (/model/{modelId}/invoke-with-response-stream),
-// whose bodies are the model's native JSON: Anthropic's Messages events for
-// Claude, Meta's for Llama.
+// whose bodies are the model's native JSON, each family's own
+// (bedrock_invoke.go): Anthropic's Messages events for Claude, Nova's
+// Converse-shaped events, Titan's, Llama's, Mistral's, Cohere's, AI21's,
+// and OpenAI's Chat Completions shape for DeepSeek, gpt-oss, Jamba and
+// others.
 var bedrockInvokeInfo = DialectInfo{
 	Name:     "bedrock_invoke",
 	New:      func() Dialect { return newBedrock(true) },
@@ -47,6 +50,10 @@ func init() {
 		"throttlingException", "modelStreamErrorException", "internalServerException",
 		"validationException", "serviceUnavailableException", "modelTimeoutException",
 		"guardrail_intervened", "content_filtered", "model_context_window_exceeded",
+		// InvokeModel's families' finish reasons: Titan's, Cohere's,
+		// AI21's, DeepSeek's.
+		"FINISH", "LENGTH", "CONTENT_FILTERED", "COMPLETE", "ERROR", "ERROR_TOXIC",
+		"ERROR_LIMIT", "USER_CANCEL", "STOP_SEQUENCE", "endoftext", "eos_token",
 	} {
 		interned[s] = s
 	}
@@ -65,11 +72,15 @@ const (
 
 // bedrock reads both Bedrock APIs; invoke says which. It keeps the parts of
 // the input count, because the sum semconv wants is not what any one event
-// says, and buffers for the base64-decoded model-native chunks and for the
-// base64 itself when its JSON string has escapes ("\/").
+// says, which of the counts came from the model's own JSON rather than
+// from Bedrock's metrics or headers, and buffers for the base64-decoded
+// model-native chunks and for the base64 itself when its JSON string has
+// escapes ("\/").
 type bedrock struct {
-	invoke    bool
-	usage     usageParts
+	invoke bool
+	usage  usageParts
+	// set says which counts the model's own JSON gave (bedrock_invoke.go).
+	set       modelSet
 	native    []byte
 	unescaped []byte
 	framer    bedrockFramer
@@ -140,9 +151,9 @@ func (b *bedrock) Request(r *Request, path string, body []byte) {
 	r.Stream, r.HasStream = strings.HasSuffix(op, "-stream"), true
 	max, temp, topP := "inferenceConfig.maxTokens", "inferenceConfig.temperature", "inferenceConfig.topP"
 	if b.invoke {
-		max = "max_tokens|max_gen_len|textGenerationConfig.maxTokenCount|inferenceConfig.max_new_tokens"
+		max = "max_tokens|max_completion_tokens|max_gen_len|maxTokens|textGenerationConfig.maxTokenCount|inferenceConfig.max_new_tokens"
 		temp = "temperature|textGenerationConfig.temperature|inferenceConfig.temperature"
-		topP = "top_p|textGenerationConfig.topP|inferenceConfig.top_p"
+		topP = "top_p|topP|textGenerationConfig.topP|inferenceConfig.top_p|inferenceConfig.topP"
 	}
 	if v := bedrockFirst(body, max); v.Type == gjson.Number {
 		r.MaxTokens, r.HasMaxTokens = v.Int(), true
@@ -340,70 +351,16 @@ func (b *bedrock) readChunk(o *Observer, s string) {
 		return
 	}
 	native := bytes.TrimSpace(b.native[:n])
+	if string(native) == `"[DONE]"` {
+		// Writer's Palmyra ends its chunks as OpenAI's streams end.
+		o.Done()
+		return
+	}
 	if len(native) == 0 || native[0] != '{' {
 		o.Degrade("chunk_not_json")
 		return
 	}
 	b.readNative(o, view(native))
-}
-
-// readNative reads one model-native streamed event. Claude's are
-// Anthropic's Messages events, read by the anthropic_messages dialect's own
-// reader (anthropic_events.go) in the same pass over the event; Meta
-// Llama's chunks give their text and stop reason. Whatever the model, the
-// last event carries Bedrock's own invocation metrics, which give the
-// usage, two server timings and the end.
-func (b *bedrock) readNative(o *Observer, s string) {
-	var claude anthropicEvent
-	var metrics string
-	var out eventOutput
-	rawMembers(s, func(k, v string) bool {
-		switch k {
-		case "amazon-bedrock-invocationMetrics":
-			metrics = v
-		case "generation":
-			// Llama's text. Its first chunk is often "".
-			if t, ok := rawText(v); ok && t != "" {
-				out.add(EstimateTokens(bytesOf(t)), true)
-				o.emit(0, TextAnswer, v)
-			}
-		case "stop_reason":
-			var buf rawBuf
-			if r, ok := rawStr(v, buf[:0]); ok {
-				o.FinishReason(0, r)
-			}
-		default:
-			claude.member(k, v)
-		}
-		return true
-	})
-	out.report(o)
-	claude.read(o, &b.usage, nil)
-	if rawKindOf(metrics) == kindObject {
-		b.readInvocationMetrics(o, metrics)
-		o.Done()
-	}
-}
-
-// readInvocationMetrics reads amazon-bedrock-invocationMetrics. Bedrock
-// copies the model's own counts, so for Claude inputTokenCount excludes the
-// cache counts, as Anthropic's input_tokens does. Latencies are in ms:
-// firstByteLatency is Bedrock's own time to first token.
-func (b *bedrock) readInvocationMetrics(o *Observer, m string) {
-	b.readUsage(o, m, usageNames{input: "inputTokenCount", output: "outputTokenCount", cacheRead: "cacheReadInputTokenCount", cacheWrite: "cacheWriteInputTokenCount"})
-	rawMembers(m, func(k, v string) bool {
-		f, ok := rawFloat(v)
-		if !ok {
-			return true
-		}
-		switch k {
-		case "invocationLatency":
-			o.ServerTiming("invocation_latency", f/1000)
-		case "firstByteLatency":
-			o.ServerTiming("first_byte_latency", f/1000)
-		}
-		return true
-	})
 }
 
 // Body implements Dialect: a whole Converse or InvokeModel response, or an
@@ -415,20 +372,16 @@ func (b *bedrock) Body(o *Observer, body []byte) {
 		return
 	}
 	s := view(body)
+	if b.invoke {
+		b.readInvokeBody(o, s)
+		return
+	}
 	root := gjson.Parse(s)
 	switch {
-	case !b.invoke && root.Get("output").Exists():
+	case root.Get("output").Exists():
 		b.readConverseBody(o, root)
-	case b.invoke && root.Get("type").Str == "message":
-		// Claude's own Message, read as the Messages API's.
-		anthropicBody(o, &b.usage, s)
-	case b.invoke && root.Get("generation").Exists():
-		b.readLlamaBody(o, root)
 	case root.Get("message").Exists() || root.Get("Message").Exists():
 		bedrockErrorBody(o, root)
-	case b.invoke && root.Get("type").Str == "error":
-		// Claude's own error object, passed through by InvokeModel.
-		anthropicBody(o, &b.usage, s)
 	}
 }
 
@@ -481,20 +434,6 @@ func (b *bedrock) readConverseBody(o *Observer, root gjson.Result) {
 	b.readConverseMetadata(o, root.Raw)
 	if tokens > 0 {
 		o.Output(tokens, true)
-	}
-}
-
-// readLlamaBody reads a whole Llama response, whose counts are totals.
-func (b *bedrock) readLlamaBody(o *Observer, root gjson.Result) {
-	b.readUsage(o, root.Raw, usageNames{input: "prompt_token_count", output: "generation_token_count"})
-	if r := root.Get("stop_reason"); r.Type == gjson.String {
-		o.FinishReason(0, bytesOf(r.Str))
-	}
-	if g := root.Get("generation"); g.Type == gjson.String {
-		if n := EstimateTokens(gjsonText(g)); n > 0 {
-			o.Output(n, true)
-			o.emit(0, TextAnswer, g.Raw)
-		}
 	}
 }
 

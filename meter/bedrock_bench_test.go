@@ -25,3 +25,10 @@ func BenchmarkBedrockInvokeEvent(b *testing.B) {
 func BenchmarkBedrockConverseStream(b *testing.B) {
 	benchStream(b, func() Dialect { return newBedrock(false) }, exchange{200, bedrockMediaType, ""}, testdata(b, "bedrock", "converse_text.bin"))
 }
+
+// BenchmarkBedrockInvokeNovaEvent: a recorded Nova text delta chunk, read
+// by InvokeModel's family reader.
+func BenchmarkBedrockInvokeNovaEvent(b *testing.B) {
+	frames := bedrockFrames(testdata(b, "recorded", "bedrock/invoke_nova_micro_stream.bin"))
+	benchEvent(b, bedrockMeter(b, "/model/amazon.nova-micro-v1:0/invoke-with-response-stream", Options{}), frames, 3, 3)
+}

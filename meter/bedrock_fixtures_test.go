@@ -152,6 +152,62 @@ func bedrockFixtures() map[string]bedrockFixture {
 			bedrockChunk(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, 12),
 			bedrockChunk(`{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":7,"outputTokenCount":3,"invocationLatency":201,"firstByteLatency":150}}`, 19),
 		}},
+		// The families no recording was found of, in the shapes of AWS's
+		// "Inference request parameters and response fields for
+		// foundation models" and of langchain-aws's reader
+		// (docs/telemetry.md, "Bedrock InvokeModel, family by family").
+		// Mistral's text completion: outputs, stop_reason, no counts.
+		"invoke_mistral.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"outputs":[{"text":" Paris","stop_reason":null}]}`, 14),
+			bedrockChunk(`{"outputs":[{"text":" is the capital.","stop_reason":null}]}`, 3),
+			bedrockChunk(`{"outputs":[{"text":"","stop_reason":"stop"}],"amazon-bedrock-invocationMetrics":{"inputTokenCount":15,"outputTokenCount":6,"invocationLatency":301,"firstByteLatency":102}}`, 25),
+		}},
+		// DeepSeek-R1: choices with text and stop_reason.
+		"invoke_deepseek.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"choices":[{"text":"<think>The user greets me.</think>","stop_reason":null}]}`, 7),
+			bedrockChunk(`{"choices":[{"text":"Hello!","stop_reason":null}]}`, 19),
+			bedrockChunk(`{"choices":[{"text":"","stop_reason":"stop"}],"amazon-bedrock-invocationMetrics":{"inputTokenCount":9,"outputTokenCount":14,"invocationLatency":812,"firstByteLatency":420}}`, 31),
+		}},
+		// OpenAI's gpt-oss: chat.completion.chunk, reasoning in the
+		// content between <reasoning> tags, usage in the last chunk.
+		"invoke_gpt_oss.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"id":"chatcmpl-7f1e","object":"chat.completion.chunk","created":1754400000,"model":"openai.gpt-oss-20b-1:0","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, 5),
+			bedrockChunk(`{"id":"chatcmpl-7f1e","object":"chat.completion.chunk","created":1754400000,"model":"openai.gpt-oss-20b-1:0","choices":[{"index":0,"delta":{"content":"<reasoning>Say hi.</reasoning>"},"finish_reason":null}]}`, 22),
+			bedrockChunk(`{"id":"chatcmpl-7f1e","object":"chat.completion.chunk","created":1754400000,"model":"openai.gpt-oss-20b-1:0","choices":[{"index":0,"delta":{"content":"Hi there!"},"finish_reason":null}]}`, 40),
+			bedrockChunk(`{"id":"chatcmpl-7f1e","object":"chat.completion.chunk","created":1754400000,"model":"openai.gpt-oss-20b-1:0","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":71,"completion_tokens":17,"total_tokens":88},"amazon-bedrock-invocationMetrics":{"inputTokenCount":71,"outputTokenCount":17,"invocationLatency":655,"firstByteLatency":233}}`, 8),
+		}},
+		// Cohere Command R: events named by event_type; the end is
+		// stream-end with is_finished and the whole response.
+		"invoke_cohere_command_r.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"is_finished":false,"event_type":"stream-start","generation_id":"8d1f3c2e-51a4-4f1e-9b0a-2f6c1d7e9a10"}`, 11),
+			bedrockChunk(`{"is_finished":false,"event_type":"text-generation","text":"Hello"}`, 4),
+			bedrockChunk(`{"is_finished":false,"event_type":"text-generation","text":" there!"}`, 36),
+			bedrockChunk(`{"is_finished":true,"event_type":"stream-end","response":{"response_id":"a7c1","text":"Hello there!","generation_id":"8d1f3c2e-51a4-4f1e-9b0a-2f6c1d7e9a10","finish_reason":"COMPLETE"},"finish_reason":"COMPLETE","amazon-bedrock-invocationMetrics":{"inputTokenCount":4,"outputTokenCount":3,"invocationLatency":240,"firstByteLatency":98}}`, 17),
+		}},
+		// Cohere Command: text and is_finished; the last chunk repeats
+		// the whole response.
+		"invoke_cohere_command.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"text":" Hello","is_finished":false}`, 29),
+			bedrockChunk(`{"text":" world.","is_finished":false}`, 6),
+			bedrockChunk(`{"is_finished":true,"finish_reason":"COMPLETE","text":" Hello world.","amazon-bedrock-invocationMetrics":{"inputTokenCount":3,"outputTokenCount":3,"invocationLatency":199,"firstByteLatency":87}}`, 12),
+		}},
+		// Claude's Text Completions (Claude 2, Instant).
+		"invoke_claude_text.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"completion":" Hello","stop_reason":null,"stop":null}`, 16),
+			bedrockChunk(`{"completion":"!","stop_reason":"stop_sequence","stop":"\n\nHuman:","amazon-bedrock-invocationMetrics":{"inputTokenCount":12,"outputTokenCount":3,"invocationLatency":450,"firstByteLatency":300}}`, 2),
+		}},
+		// Titan Text over several chunks: the first ones say null for
+		// the total and the reason (aws-sdk-ruby's example).
+		"invoke_titan.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"outputText":"Hello","index":0,"totalOutputTextTokenCount":null,"completionReason":null,"inputTextTokenCount":9}`, 8),
+			bedrockChunk(`{"outputText":" from Titan.","index":0,"totalOutputTextTokenCount":6,"completionReason":"FINISH","inputTextTokenCount":null,"amazon-bedrock-invocationMetrics":{"inputTokenCount":9,"outputTokenCount":6,"invocationLatency":410,"firstByteLatency":205}}`, 30),
+		}},
+		// A family of no known shape: its chunk is a counted fault, the
+		// metrics still give the counts.
+		"invoke_unknown.bin": {msgs: []aws.Message{
+			bedrockChunk(`{"tokens":["Hel","lo"]}`, 10),
+			bedrockChunk(`{"amazon-bedrock-invocationMetrics":{"inputTokenCount":3,"outputTokenCount":2,"invocationLatency":120,"firstByteLatency":60}}`, 20),
+		}},
 		"invoke_llama.bin": {msgs: []aws.Message{
 			bedrockChunk(`{"generation":"","prompt_token_count":18,"generation_token_count":1,"stop_reason":null}`, 30),
 			bedrockChunk(`{"generation":"Hello","prompt_token_count":null,"generation_token_count":2,"stop_reason":null}`, 12),

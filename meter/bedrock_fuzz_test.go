@@ -4,9 +4,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"hash/crc32"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -37,33 +39,54 @@ func bedrockFrame(eventType string, payload []byte) []byte {
 // event type (for invoke, also base64-wrapped in a chunk). Whatever the
 // input, reading it must not panic, and cutting the stream at any point
 // must not change what is measured.
+//
+// The seeds are every fixture and every Bedrock recording (its .headers
+// files aside), InvokeModel's of each family among them; the header
+// fallback is fuzzed too, with data as the count headers' values.
 func FuzzBedrock(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "bedrock", "*"))
-	for _, name := range files {
+	recorded, _ := filepath.Glob(filepath.Join("testdata", "recorded", "bedrock", "*"))
+	for _, name := range append(files, recorded...) {
+		if filepath.Ext(name) == ".headers" {
+			continue
+		}
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)
 		}
 		invoke := filepath.Base(name)[:6] == "invoke"
 		f.Add(b, uint16(0), invoke)
-		// Every message boundary and its neighbours: the unit test already
-		// covers every split point without the fuzzer's overhead.
-		off := 0
-		for _, fr := range bedrockFrames(b) {
-			off += len(fr)
-			for _, c := range []int{off - 1, off, off + 1} {
-				if c >= 0 && c <= len(b) {
-					f.Add(b, uint16(c), invoke)
+		// A recording is long: it seeds as a whole, and with the payloads
+		// of its first messages and its last (the usage and the end), so
+		// that the fuzzer's baseline stays within CI's fuzzing time.
+		frames := bedrockFrames(b)
+		wanted := func(i int) bool { return i < 6 || i == len(frames)-1 }
+		if !strings.Contains(name, "recorded") {
+			// Every message boundary and its neighbours: the unit test
+			// already covers every split point without the fuzzer's
+			// overhead.
+			off := 0
+			for _, fr := range frames {
+				off += len(fr)
+				for _, c := range []int{off - 1, off, off + 1} {
+					if c >= 0 && c <= len(b) {
+						f.Add(b, uint16(c), invoke)
+					}
 				}
 			}
+			wanted = func(int) bool { return true }
 		}
 		// Each message's payload alone, and for chunks its native JSON,
 		// to seed the payload paths below.
+		i := 0
 		d := eventstream.Decoder{OnMessage: func(m *eventstream.Message) {
-			f.Add(append([]byte(nil), m.Payload...), uint16(len(m.Payload)/2), invoke)
-			if native, err := base64.StdEncoding.DecodeString(gjson.GetBytes(m.Payload, "bytes").Str); invoke && err == nil {
-				f.Add(native, uint16(0), true)
+			if wanted(i) {
+				f.Add(append([]byte(nil), m.Payload...), uint16(len(m.Payload)/2), invoke)
+				if native, err := base64.StdEncoding.DecodeString(gjson.GetBytes(m.Payload, "bytes").Str); invoke && err == nil {
+					f.Add(native, uint16(0), true)
+				}
 			}
+			i++
 		}}
 		d.Write(b)
 	}
@@ -93,6 +116,23 @@ func FuzzBedrock(f *testing.F) {
 		}
 		check("stream", data)
 		run("application/json", data, int(cut)%(len(data)+1))
+		// The data as Bedrock's count and latency headers, before a body
+		// that has counts of its own: whatever the headers say, the
+		// measurement has no impossible counts.
+		if len(data) < 64 {
+			v := string(data)
+			h := http.Header{"X-Amzn-Bedrock-Input-Token-Count": {v}, "X-Amzn-Bedrock-Output-Token-Count": {v},
+				"X-Amzn-Bedrock-Cache-Read-Input-Token-Count": {v}, "X-Amzn-Bedrock-Invocation-Latency": {v}}
+			mt := New(DetectDialect(path).New(), Options{}, t0)
+			mt.Request(path, nil, false)
+			mt.ResponseHeader(h)
+			mt.Response(200, "application/json", "")
+			mt.Write([]byte(`{"generation":"Hi","prompt_token_count":3,"stop_reason":"stop"}`), t0.Add(step))
+			m := mt.Finish(t0.Add(2*step), OutcomeUnknown, "")
+			if m.Usage.InputTokens < -1 || m.Usage.OutputTokens < -1 || m.Usage.CacheReadInputTokens < -1 {
+				t.Fatalf("headers %q: impossible counts %+v", v, m.Usage)
+			}
+		}
 		if len(data) > 4000 {
 			return
 		}

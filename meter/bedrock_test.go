@@ -3,6 +3,7 @@ package meter
 import (
 	"encoding/base64"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -395,5 +396,341 @@ func TestBedrockEventAllocations(t *testing.T) {
 				t.Errorf("%v allocations per event, want 0", allocs)
 			}
 		})
+	}
+}
+
+// TestBedrockInvokeFamilies: the families of which no recording was found,
+// in the shapes AWS documents for them (bedrock_fixtures_test.go), read
+// chunk by chunk as the recorded families are (TestRecordedBedrockInvoke).
+func TestBedrockInvokeFamilies(t *testing.T) {
+	streams := []dialectCase{
+		{
+			name: "Mistral text completion: outputs[].text, stop_reason, counts from the metrics", path: "/model/mistral.mistral-large-2402-v1:0/invoke-with-response-stream", fixture: "invoke_mistral.bin",
+			firstToken: 0, firstVisible: 0, lastToken: 1,
+			usage:  Usage{15, 6, -1, -1, -1, UsageReported},
+			finish: []string{"stop"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.301}, {"first_byte_latency", 0.102}}, chunks: 3,
+		},
+		{
+			name: "DeepSeek-R1: choices[].text and stop_reason; its <think> text is text", path: "/model/us.deepseek.r1-v1:0/invoke-with-response-stream", fixture: "invoke_deepseek.bin",
+			firstToken: 0, firstVisible: 0, lastToken: 1,
+			usage:  Usage{9, 14, -1, -1, -1, UsageReported},
+			finish: []string{"stop"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.812}, {"first_byte_latency", 0.42}}, chunks: 3,
+		},
+		{
+			name: "gpt-oss: OpenAI chunks read as openai_chat reads them; usage in the last one", path: "/model/openai.gpt-oss-20b-1:0/invoke-with-response-stream", fixture: "invoke_gpt_oss.bin",
+			firstToken: 1, firstVisible: 1, lastToken: 2,
+			usage: Usage{71, 17, -1, -1, -1, UsageReported}, model: "openai.gpt-oss-20b-1:0", id: "chatcmpl-7f1e",
+			finish: []string{"stop"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.655}, {"first_byte_latency", 0.233}}, chunks: 4,
+		},
+		{
+			name: "Cohere Command R: text-generation events; stream-end's nested response is not text", path: "/model/cohere.command-r-v1:0/invoke-with-response-stream", fixture: "invoke_cohere_command_r.bin",
+			firstToken: 1, firstVisible: 1, lastToken: 2,
+			usage:  Usage{4, 3, -1, -1, -1, UsageReported},
+			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.24}, {"first_byte_latency", 0.098}}, chunks: 4,
+		},
+		{
+			name: "Cohere Command: text until is_finished, whose repeat of the text is no token", path: "/model/cohere.command-text-v14/invoke-with-response-stream", fixture: "invoke_cohere_command.bin",
+			firstToken: 0, firstVisible: 0, lastToken: 1,
+			usage:  Usage{3, 3, -1, -1, -1, UsageReported},
+			finish: []string{"COMPLETE"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.199}, {"first_byte_latency", 0.087}}, chunks: 3,
+		},
+		{
+			name: "Claude Text Completions: completion and stop_reason", path: "/model/anthropic.claude-instant-v1/invoke-with-response-stream", fixture: "invoke_claude_text.bin",
+			firstToken: 0, firstVisible: 0, lastToken: 1,
+			usage:  Usage{12, 3, -1, -1, -1, UsageReported},
+			finish: []string{"stop_sequence"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.45}, {"first_byte_latency", 0.3}}, chunks: 2,
+		},
+		{
+			name: "Titan over two chunks: null total and reason are neither counts nor the end", path: "/model/amazon.titan-text-express-v1/invoke-with-response-stream", fixture: "invoke_titan.bin",
+			firstToken: 0, firstVisible: 0, lastToken: 1,
+			usage:  Usage{9, 6, -1, -1, -1, UsageReported},
+			finish: []string{"FINISH"}, outcome: OutcomeCompleted,
+			timings: []ServerTiming{{"invocation_latency", 0.41}, {"first_byte_latency", 0.205}}, chunks: 2,
+		},
+		{
+			name: "a chunk of no known family is a counted fault; the metrics still give the counts", path: "/model/example.new-model-v1:0/invoke-with-response-stream", fixture: "invoke_unknown.bin",
+			firstToken: -1, firstVisible: -1, lastToken: -1,
+			usage:   Usage{3, 2, -1, -1, -1, UsageReported},
+			outcome: OutcomeCompleted, degraded: "invoke_chunk_unknown",
+			timings: []ServerTiming{{"invocation_latency", 0.12}, {"first_byte_latency", 0.06}}, chunks: 2,
+		},
+	}
+	for _, tt := range streams {
+		t.Run(tt.name, func(t *testing.T) {
+			m := replayPieces(bedrockMeter(t, tt.path, Options{}), bedrockFrames(testdata(t, "bedrock", tt.fixture)))
+			checkStream(t, m, tt)
+		})
+	}
+	t.Run("Titan cut after its first chunk is truncated, its input known", func(t *testing.T) {
+		frames := bedrockFrames(testdata(t, "bedrock", "invoke_titan.bin"))
+		m := replayPieces(bedrockMeter(t, "/model/amazon.titan-text-express-v1/invoke-with-response-stream", Options{}), frames[:1])
+		if m.Outcome != OutcomeTruncated || m.Usage.InputTokens != 9 || m.Usage.Source != UsageEstimated {
+			t.Errorf("outcome %v, Usage %+v", m.Outcome, m.Usage)
+		}
+	})
+	bodies := []dialectCase{
+		{
+			name: "Jamba: the OpenAI shape, usage and finish_reason", path: "/model/ai21.jamba-1-5-mini-v1:0/invoke", fixture: "invoke_jamba.json",
+			usage: Usage{17, 9, -1, -1, -1, UsageReported}, model: "jamba-1.5-mini", id: "chatcmpl-8a2c4e",
+			finish: []string{"stop"}, outcome: OutcomeCompleted,
+		},
+		{
+			name: "Mistral Large 2407 chat: a tool call, stop_reason; no counts, estimated", path: "/model/mistral.mistral-large-2407-v1:0/invoke", fixture: "invoke_mistral_chat.json",
+			usage:  Usage{-1, 13, -1, -1, -1, UsageEstimated},
+			finish: []string{"tool_calls"}, outcome: OutcomeCompleted,
+		},
+		{
+			name: "DeepSeek-R1 body: choices[].text, stop_reason", path: "/model/us.deepseek.r1-v1:0/invoke", fixture: "invoke_deepseek.json",
+			usage:  Usage{-1, 13, -1, -1, -1, UsageEstimated},
+			finish: []string{"stop"}, outcome: OutcomeCompleted,
+		},
+	}
+	for _, tt := range bodies {
+		t.Run(tt.name, func(t *testing.T) {
+			mt := exchange{200, "application/json", tt.path}.start(DetectDialect(tt.path).New(), Options{}, nil)
+			checkBody(t, readInPieces(mt, testdata(t, "bedrock", tt.fixture), 64), tt)
+		})
+	}
+}
+
+// TestBedrockInvokeShapesWithoutText: bodies that hold no generated text
+// but a known shape (an embedding) are read without a fault; a body of no
+// known shape is one, counted, unless it answers an error status.
+func TestBedrockInvokeShapesWithoutText(t *testing.T) {
+	tests := []struct {
+		name, path, fixture string
+		status              int
+		header              http.Header
+		usage               Usage
+		degraded            string
+	}{
+		{"Titan embedding: its input count", "/model/amazon.titan-embed-text-v2:0/invoke", "invoke_titan_embed.json", 200, nil,
+			Usage{7, -1, -1, -1, -1, UsageReported}, ""},
+		{"unknown body: degraded, its headers' counts kept", "/model/example.new-model-v1:0/invoke", "invoke_unknown.json", 200,
+			http.Header{"X-Amzn-Bedrock-Input-Token-Count": {"4"}, "X-Amzn-Bedrock-Output-Token-Count": {"2"}},
+			Usage{4, 2, -1, -1, -1, UsageReported}, "invoke_body_unknown"},
+		{"unknown body on an error status: no fault", "/model/example.new-model-v1:0/invoke", "invoke_unknown.json", 500, nil,
+			Usage{-1, -1, -1, -1, -1, UsageAbsent}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := readInPieces(invokeExchange(tt.path, tt.status, "application/json", tt.header), testdata(t, "bedrock", tt.fixture), 64)
+			if m.Usage != tt.usage || m.DegradedReason != tt.degraded {
+				t.Errorf("Usage %+v degraded %q, want %+v %q", m.Usage, m.DegradedReason, tt.usage, tt.degraded)
+			}
+		})
+	}
+}
+
+// TestBedrockInvokeCountPrecedence: field by field, the model's own count
+// wins over Bedrock's invocation metrics, which win over the response
+// headers, whatever order they arrive in.
+func TestBedrockInvokeCountPrecedence(t *testing.T) {
+	headers := http.Header{
+		"X-Amzn-Bedrock-Input-Token-Count":  {"99"},
+		"X-Amzn-Bedrock-Output-Token-Count": {"98"},
+		"X-Amzn-Bedrock-Invocation-Latency": {"700"},
+	}
+	t.Run("body over headers", func(t *testing.T) {
+		mt := invokeExchange("/model/meta.llama3-8b-instruct-v1:0/invoke", 200, "application/json", headers)
+		m := readInPieces(mt, []byte(`{"generation":"Hi","prompt_token_count":11,"generation_token_count":8,"stop_reason":"stop"}`), 64)
+		if want := (Usage{11, 8, -1, -1, -1, UsageReported}); m.Usage != want {
+			t.Errorf("Usage %+v, want %+v", m.Usage, want)
+		}
+		if want := []ServerTiming{{"invocation_latency", 0.7}}; !reflect.DeepEqual(m.ServerTimings, want) {
+			t.Errorf("ServerTimings %v, want %v", m.ServerTimings, want)
+		}
+	})
+	t.Run("metrics over headers, in a stream without counts of its own", func(t *testing.T) {
+		mt := invokeExchange("/model/mistral.mistral-7b-instruct-v0:2/invoke-with-response-stream", 200, bedrockMediaType, headers)
+		m := replayPieces(mt, bedrockFrames(testdata(t, "bedrock", "invoke_mistral.bin")))
+		if want := (Usage{15, 6, -1, -1, -1, UsageReported}); m.Usage != want {
+			t.Errorf("Usage %+v, want %+v", m.Usage, want)
+		}
+		if want := []ServerTiming{{"invocation_latency", 0.301}, {"first_byte_latency", 0.102}}; !reflect.DeepEqual(m.ServerTimings, want) {
+			t.Errorf("ServerTimings %v, want %v", m.ServerTimings, want)
+		}
+	})
+	t.Run("model over metrics; metrics fill the cache count the model left out", func(t *testing.T) {
+		stream := bedrockStream(t,
+			bedrockChunk(`{"type":"message_start","message":{"id":"msg_bdrk_1","type":"message","role":"assistant","model":"claude-3-haiku-20240307","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}`, 3),
+			bedrockChunk(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`, 5),
+			bedrockChunk(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":12}}`, 7),
+			bedrockChunk(`{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":40,"outputTokenCount":20,"cacheReadInputTokenCount":5,"invocationLatency":100,"firstByteLatency":50}}`, 9))
+		m := replayPieces(invokeExchange(bedrockInvokePath, 200, bedrockMediaType, nil), bedrockFrames(stream))
+		if want := (Usage{10 + 5, 12, 5, -1, -1, UsageReported}); m.Usage != want {
+			t.Errorf("Usage %+v, want %+v", m.Usage, want)
+		}
+	})
+	t.Run("headers kept when the body is over the cap", func(t *testing.T) {
+		mt := New(DetectDialect(bedrockInvokePath).New(), Options{MaxBodySize: 10}, t0)
+		mt.ResponseHeader(headers)
+		mt.Response(200, "application/json", "")
+		m := readInPieces(mt, testdata(t, "bedrock", "invoke_llama.json"), 64)
+		if want := (Usage{99, 98, -1, -1, -1, UsageReported}); m.Usage != want || m.DegradedReason != "body_over_cap" {
+			t.Errorf("Usage %+v degraded %q, want %+v body_over_cap", m.Usage, m.DegradedReason, want)
+		}
+	})
+	t.Run("malformed headers are no counts", func(t *testing.T) {
+		h := http.Header{"X-Amzn-Bedrock-Input-Token-Count": {"-3"}, "X-Amzn-Bedrock-Output-Token-Count": {"ten"}, "X-Amzn-Bedrock-Invocation-Latency": {"soon"}}
+		mt := invokeExchange("/model/cohere.command-r-v1:0/invoke", 200, "application/json", h)
+		m := readInPieces(mt, testdata(t, "recorded", "bedrock/invoke_cohere_command_r_body.json"), 64)
+		if m.Usage.InputTokens != -1 || m.Usage.Source != UsageEstimated || m.ServerTimings != nil {
+			t.Errorf("Usage %+v ServerTimings %v", m.Usage, m.ServerTimings)
+		}
+	})
+}
+
+// TestResponseHeaderAllocations: handing the header over allocates
+// nothing, for a dialect that reads it (once its timing is recorded) and
+// for one that does not.
+func TestResponseHeaderAllocations(t *testing.T) {
+	h := http.Header{"X-Amzn-Bedrock-Input-Token-Count": {"5"}, "X-Amzn-Bedrock-Output-Token-Count": {"10"}, "X-Amzn-Bedrock-Invocation-Latency": {"223"}}
+	for _, path := range []string{bedrockInvokePath, "/v1/chat/completions"} {
+		mt := New(DetectDialect(path).New(), Options{}, t0)
+		mt.ResponseHeader(h)
+		if allocs := testing.AllocsPerRun(1000, func() { mt.ResponseHeader(h) }); allocs != 0 {
+			t.Errorf("%s: %v allocations, want 0", path, allocs)
+		}
+	}
+}
+
+// TestBedrockInvokeEventAllocations: once warm, reading a chunk of each
+// family allocates nothing, its base64 decoding included.
+func TestBedrockInvokeEventAllocations(t *testing.T) {
+	tests := []struct {
+		name, path, dir, fixture string
+		warm, event              int
+	}{
+		{"Nova text delta", "/model/amazon.nova-micro-v1:0/invoke-with-response-stream", "recorded", "bedrock/invoke_nova_micro_stream.bin", 3, 3},
+		{"Nova tool call start", "/model/amazon.nova-micro-v1:0/invoke-with-response-stream", "recorded", "bedrock/invoke_nova_micro_tool_call_stream.bin", 49, 49},
+		{"Nova metadata with the metrics", "/model/amazon.nova-micro-v1:0/invoke-with-response-stream", "recorded", "bedrock/invoke_nova_micro_tool_call_stream.bin", 56, 56},
+		{"Titan chunk", "/model/amazon.titan-text-express-v1/invoke-with-response-stream", "recorded", "bedrock/invoke_titan_text_express_guardrail_stream.bin", 1, 1},
+		{"Titan last chunk", "/model/amazon.titan-text-express-v1/invoke-with-response-stream", "recorded", "bedrock/invoke_titan_text_express_guardrail_stream.bin", 2, 2},
+		{"Mistral outputs", "/model/mistral.mistral-large-2402-v1:0/invoke-with-response-stream", "bedrock", "invoke_mistral.bin", 1, 1},
+		{"DeepSeek choices text", "/model/us.deepseek.r1-v1:0/invoke-with-response-stream", "bedrock", "invoke_deepseek.bin", 1, 1},
+		{"gpt-oss delta", "/model/openai.gpt-oss-20b-1:0/invoke-with-response-stream", "bedrock", "invoke_gpt_oss.bin", 2, 2},
+		{"gpt-oss last chunk with usage", "/model/openai.gpt-oss-20b-1:0/invoke-with-response-stream", "bedrock", "invoke_gpt_oss.bin", 3, 3},
+		{"Cohere Command R text-generation", "/model/cohere.command-r-v1:0/invoke-with-response-stream", "bedrock", "invoke_cohere_command_r.bin", 2, 2},
+		{"Cohere Command text", "/model/cohere.command-text-v14/invoke-with-response-stream", "bedrock", "invoke_cohere_command.bin", 1, 1},
+		{"Claude Text Completions", "/model/anthropic.claude-instant-v1/invoke-with-response-stream", "bedrock", "invoke_claude_text.bin", 1, 0},
+		{"Claude message_delta", bedrockInvokePath, "recorded", "bedrock/invoke_claude_3_5_sonnet_tool_call_stream.bin", 24, 24},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			frames := bedrockFrames(testdata(t, tt.dir, tt.fixture))
+			mt := bedrockMeter(t, tt.path, Options{})
+			for _, f := range frames[:tt.warm] {
+				mt.Write(f, t0.Add(step))
+			}
+			ev := frames[tt.event]
+			allocs := testing.AllocsPerRun(1000, func() {
+				mt.Write(ev[:20], t0.Add(step))
+				mt.Write(ev[20:], t0.Add(step))
+				mt.Write(ev, t0.Add(step))
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per event, want 0", allocs)
+			}
+		})
+	}
+}
+
+// bedrockInvokeEscapes are chunks of every InvokeModel family whose strings
+// are full of JSON escapes in every place the family is read: text, tool
+// input, finish reasons (jsonraw_alloc_test.go explains why escapes matter).
+func bedrockInvokeEscapes() []escapeDialect {
+	usage := func(m *Measurement) bool { return m.Usage.Source == UsageReported }
+	finished := func(m *Measurement) bool { return len(m.FinishReasons) > 0 && m.FinishReasons[0] != "" }
+	text := `"line\nbreak \"q\" caf\u00e9"`
+	return []escapeDialect{
+		{
+			name: "Nova", path: "/model/amazon.nova-micro-v1:0/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "text delta", output: true, event: escapedChunk(`{"contentBlockDelta":{"delta":{"text":`+text+`},"contentBlockIndex":0}}`, false)},
+				{name: "tool start", output: true, event: escapedChunk(`{"contentBlockStart":{"start":{"toolUse":{"toolUseId":"t\"1","name":"get\u005fweather"}},"contentBlockIndex":1}}`, false)},
+				{name: "tool input", output: true, event: escapedChunk(`{"contentBlockDelta":{"delta":{"toolUse":{"input":"{\"city\":\"Paris\"}"}},"contentBlockIndex":1}}`, false)},
+				{name: "messageStop", check: finished, event: escapedChunk(`{"messageStop":{"stopReason":"end\u005fturn"}}`, false)},
+				{name: "metadata with metrics", check: usage, event: escapedChunk(`{"metadata":{"usage":{"inputTokens":5,"outputTokens":10,"cacheReadInputTokenCount":0,"cacheWriteInputTokenCount":0},"metrics":{},"trace":{"x":"\"y\""}},"amazon-bedrock-invocationMetrics":{"inputTokenCount":5,"outputTokenCount":10,"invocationLatency":181,"firstByteLatency":59}}`, true)},
+			},
+		},
+		{
+			name: "Titan", path: "/model/amazon.titan-text-express-v1/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "outputText", output: true, event: escapedChunk(`{"outputText":`+text+`,"index":0,"totalOutputTextTokenCount":null,"completionReason":null,"inputTextTokenCount":9}`, false)},
+				{name: "last chunk", output: true, check: finished, event: escapedChunk(`{"outputText":`+text+`,"index":0.0,"totalOutputTextTokenCount":6.0,"completionReason":"FIN\u0049SH","amazon-bedrock-guardrailAction":"INTERVENED"}`, true)},
+			},
+		},
+		{
+			name: "Llama", path: "/model/meta.llama3-8b-instruct-v1:0/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "generation", output: true, check: usage, event: escapedChunk(`{"generation":`+text+`,"prompt_token_count":null,"generation_token_count":4,"stop_reason":null}`, false)},
+				{name: "stop", check: finished, event: escapedChunk(`{"generation":"","prompt_token_count":null,"generation_token_count":6,"stop_reason":"st\u006fp"}`, false)},
+			},
+		},
+		{
+			name: "Mistral", path: "/model/mistral.mistral-7b-instruct-v0:2/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "outputs", output: true, check: finished, event: escapedChunk(`{"outputs":[{"text":`+text+`,"stop_reason":"l\u0065ngth"}]}`, false)},
+			},
+		},
+		{
+			name: "OpenAI shape", path: "/model/openai.gpt-oss-20b-1:0/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "delta content", output: true, event: escapedChunk(`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"openai.gpt-oss-20b-1:0","choices":[{"index":0,"delta":{"content":`+text+`},"finish_reason":null}]}`, false)},
+				{name: "tool call arguments", output: true, event: escapedChunk(`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"openai.gpt-oss-20b-1:0","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null}]}`, false)},
+				{name: "DeepSeek text and stop_reason", output: true, check: finished, event: escapedChunk(`{"choices":[{"text":`+text+`,"stop_reason":"st\u006fp"}]}`, false)},
+				{name: "usage", check: usage, event: escapedChunk(`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"openai.gpt-oss-20b-1:0","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`, false)},
+			},
+		},
+		{
+			name: "Cohere", path: "/model/cohere.command-r-v1:0/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "text-generation", output: true, event: escapedChunk(`{"is_finished":false,"event_type":"text-generation","text":`+text+`}`, false)},
+				{name: "tool-calls-chunk", output: true, event: escapedChunk(`{"is_finished":false,"event_type":"tool-calls-chunk","tool_call_delta":{"index":0,"name":"get\u005fweather","parameters":"{\"city\":"}}`, false)},
+				{name: "Command text", output: true, event: escapedChunk(`{"text":`+text+`,"is_finished":false}`, false)},
+				{name: "stream-end", check: finished, event: escapedChunk(`{"is_finished":true,"event_type":"stream-end","finish_reason":"COMPL\u0045TE","response":{"text":"a\nb"}}`, false)},
+			},
+		},
+		{
+			name: "Claude Text Completions", path: "/model/anthropic.claude-instant-v1/invoke-with-response-stream", contentType: bedrockMediaType,
+			events: []escapeEvent{
+				{name: "completion", output: true, check: finished, event: escapedChunk(`{"completion":`+text+`,"stop_reason":"stop\u005fsequence","stop":"\n\nHuman:"}`, false)},
+			},
+		},
+	}
+}
+
+// TestBedrockInvokeAllocationsWithEscapes: once warm, reading a chunk of
+// any InvokeModel family allocates nothing, even when every string in it
+// has escapes, as TestEventAllocationsWithEscapes checks for the dialects.
+func TestBedrockInvokeAllocationsWithEscapes(t *testing.T) {
+	for _, d := range bedrockInvokeEscapes() {
+		for _, ev := range d.events {
+			t.Run(d.name+"/"+ev.name, func(t *testing.T) {
+				mt := escapeMeter(t, d)
+				mt.Write(ev.event, t0.Add(step))
+				before := mt.M.OutputEvents
+				mt.Write(ev.event, t0.Add(step))
+				if ev.output && mt.M.OutputEvents != before+1 {
+					t.Fatalf("the chunk was not read as output: %+v", mt.M)
+				}
+				if ev.check != nil && !ev.check(&mt.M) {
+					t.Fatalf("the chunk was not read: %+v", mt.M)
+				}
+				if mt.M.Degraded != 0 {
+					t.Fatalf("degraded: %+v", mt.M)
+				}
+				if allocs := testing.AllocsPerRun(200, func() { mt.Write(ev.event, t0.Add(step)) }); allocs != 0 {
+					t.Errorf("%v allocations per chunk, want 0", allocs)
+				}
+			})
+		}
 	}
 }

@@ -123,3 +123,16 @@ func hasPathSuffix(path, suffix string) bool {
 	rest := path[:len(path)-len(suffix)]
 	return rest == "" || strings.HasSuffix(rest, "/") || suffix[0] == '/'
 }
+
+// Header is a response's header as net/http's Header gives it: the value
+// of a canonical header name, "" when absent.
+type Header interface {
+	Get(key string) string
+}
+
+// HeaderReader is implemented by dialects that read something from the
+// response's header (Bedrock's token counts), as a fallback for what the
+// body does not say. Meter.ResponseHeader calls it, before any of the body.
+type HeaderReader interface {
+	ResponseHeader(o *Observer, h Header)
+}

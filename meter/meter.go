@@ -218,6 +218,15 @@ func (mt *Meter) Response(status int, contentType, contentEncoding string) {
 	}
 }
 
+// ResponseHeader hands the response's header to a dialect that reads it
+// (HeaderReader); others ignore it, at no cost. Call it before Response,
+// which may start reading the body on another goroutine.
+func (mt *Meter) ResponseHeader(h Header) {
+	if hr, ok := mt.dialect.(HeaderReader); ok && h != nil {
+		hr.ResponseHeader(&mt.obs, h)
+	}
+}
+
 func (mt *Meter) tapFault(reason string) { mt.obs.Degrade(reason) }
 
 func (mt *Meter) tapPanic(rec any) {
