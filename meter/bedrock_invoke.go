@@ -32,12 +32,9 @@ import (
 //     -Cache-Write-Input-Token-Count, which Bedrock sends with a whole body.
 //
 // Bedrock's counts usually equal the model's. Where they differ the model's
-// win: a recorded Claude 3.5 Sonnet tool-use stream reports output_tokens
-// 133 in its message_delta and outputTokenCount 97 in its invocation
-// metrics, while the same request not streamed reports 135 both in its body
-// and in Bedrock's own X-Amzn-Bedrock-Output-Token-Count header
-// (TestRecordedBedrockInvoke). The 133 tokens are what the stream carried,
-// so the decode rate is computed on them.
+// win: they are what the stream carried, so the decode rate is computed on
+// them, and Bedrock's own count of the same request not streamed sides with
+// them on the recordings (docs/telemetry.md, TestRecordedBedrockInvoke).
 
 // invokeMembers are the top-level members of one model-native object that
 // some family reads, gathered in one pass (member), so that the object is
