@@ -153,7 +153,7 @@ func TestCompressedTimingThroughCaddy(t *testing.T) {
 		span := waitSpans(t, rec, before+1)[before]
 		a := attrs(span)
 		if got := a["gen_ai.usage.output_tokens"].AsInt64(); got != compressedTimingTokens {
-			t.Fatalf("%s: %d output tokens, want %d", enc, got, compressedTimingTokens)
+			t.Fatalf("%s: %d output tokens, want %d (outcome %s, degraded %q)", enc, got, compressedTimingTokens, a[attrOutcome].AsString(), a[attrDegradedReason].AsString())
 		}
 		sentChunk := trailerTime(t, resp, "X-Sent-First-Chunk")
 		sentFirst := trailerTime(t, resp, "X-Sent-First-Token")
