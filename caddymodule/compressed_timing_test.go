@@ -74,12 +74,13 @@ const (
 // tokentap timed it lie loopback, Caddy's read and copy, and the
 // scheduling of three processes' goroutines on two cores, none of them
 // tokentap's. With a build or a busy loop on both cores besides, the
-// median stream stays well under a millisecond and a tenth of the rate
+// median stream stays well under a millisecond and under half the rate
 // bound, while single streams come tens of milliseconds late: the bounds
-// leave the median room for a slower machine and stay a tenth of the
+// leave the median room for a slower machine and stay well below the
 // fault they guard. An event held until the next compressed write would
 // be one event late in every stream: 20 ms for the first token, 100 ms
-// for the first chunk.
+// for the first chunk, and the rate over 3 % off, the last token being
+// sent with the events that end the stream.
 const (
 	compressedDelayBound = 2 * time.Millisecond
 	compressedRateBound  = 0.005
