@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"fmt"
 	"os"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -29,16 +28,6 @@ type ModelPrice struct {
 	// Reasoning prices reasoning tokens where a model prices them apart
 	// from the rest of the output; left out, they cost Output.
 	Reasoning *float64 `json:"reasoning,omitempty"`
-}
-
-// maxUnpricedLogged bounds the models logged as having no price, so that a
-// stream of made-up model names cannot grow the set without end.
-const maxUnpricedLogged = 1000
-
-// unpricedLog remembers the models already logged as having no price.
-type unpricedLog struct {
-	mu   sync.Mutex
-	seen map[string]struct{}
 }
 
 // provisionCost builds the price table from the price lines, then the
@@ -67,7 +56,6 @@ func (h *Handler) provisionCost() error {
 		h.logger.Info("loaded model prices", zap.String("file", h.PricingFile),
 			zap.Int("models", loaded), zap.Int("without_token_prices", skipped))
 	}
-	h.unpriced = &unpricedLog{seen: map[string]struct{}{}}
 	return nil
 }
 
@@ -90,22 +78,11 @@ func (x *exchange) price(r *sink.Result) {
 	usd, ok, unpriced := h.prices.Exchange(r.M, r.Model())
 	if unpriced != "" {
 		r.Unpriced = true
-		h.unpriced.log(h.logger, unpriced)
+		if h.logOnce.first("unpriced", unpriced) {
+			h.logger.Warn("no price for this model: its requests have no cost (add a price line or a pricing_file entry)",
+				zap.String("model", unpriced))
+		}
 		return
 	}
 	r.Cost, r.HasCost = usd, ok
-}
-
-func (u *unpricedLog) log(logger *zap.Logger, model string) {
-	u.mu.Lock()
-	_, seen := u.seen[model]
-	full := len(u.seen) >= maxUnpricedLogged
-	if !seen && !full {
-		u.seen[model] = struct{}{}
-	}
-	u.mu.Unlock()
-	if !seen && !full {
-		logger.Warn("no price for this model: its requests have no cost (add a price line or a pricing_file entry)",
-			zap.String("model", model))
-	}
 }

@@ -110,7 +110,7 @@ func TestPriceRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)
 			h := &Handler{Prices: []ModelPrice{{Model: "line-*", Input: 2, Output: 8}, {Model: "command-a-*", Input: 2.5, Output: 10}}, PricingFile: file, CostFromEstimates: tt.estimates}
-			h.logger = zap.New(core)
+			h.logger, h.logOnce = zap.New(core), new(onceLog)
 			if err := h.provisionCost(); err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func TestPriceRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)
 			h := &Handler{Prices: []ModelPrice{{Model: "line-advisor", Input: 5, Output: 25}, {Model: "line-*", Input: 2, Output: 8}}}
-			h.logger = zap.New(core)
+			h.logger, h.logOnce = zap.New(core), new(onceLog)
 			if err := h.provisionCost(); err != nil {
 				t.Fatal(err)
 			}

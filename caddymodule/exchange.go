@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -346,6 +347,9 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 		r.Labels = x.resolveLabels()
 		r.Route = originalPath(x.r)
 	})
+	if m.Degraded > 0 {
+		x.logDegraded(m)
+	}
 	x.safely("cost", func() { x.price(r) })
 	x.safely("slo", func() { x.judge(r) })
 	r.Drift = x.h.drift
@@ -372,4 +376,45 @@ func (x *exchange) conversationID(r *http.Request) string {
 		return ""
 	}
 	return repl.ReplaceAll(x.h.ConversationID, "")
+}
+
+// logDegraded says once per dialect and reason that the measurement of an
+// exchange lost something: the span and the tokentap.degraded counter say
+// which exchanges and how often, the log that it started, so that a
+// provider's new format is noticed without a log line per request.
+func (x *exchange) logDegraded(m *meter.Measurement) {
+	if x.h.logOnce.first("degraded", m.Dialect+" "+m.DegradedReason) {
+		x.h.logger.Warn("tokentap could not read part of a response; the traffic passed untouched, the measurement is degraded (tokentap.degraded.reason on its span)",
+			zap.String("dialect", m.Dialect), zap.String("reason", m.DegradedReason),
+			zap.String("model", m.Request.Model))
+	}
+}
+
+// maxLoggedOnce bounds the keys onceLog remembers, so that a stream of
+// made-up model names cannot grow the set without end; past it nothing
+// more is logged.
+const maxLoggedOnce = 1000
+
+// onceLog remembers what was logged already, for the warnings that would
+// otherwise repeat on every request (a model without a price, a degraded
+// measurement).
+type onceLog struct {
+	mu   sync.Mutex
+	seen map[[2]string]struct{}
+}
+
+// first reports whether the warning of kind about key is new, remembering
+// it.
+func (l *onceLog) first(kind, key string) bool {
+	k := [2]string{kind, key}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, seen := l.seen[k]; seen || len(l.seen) >= maxLoggedOnce {
+		return false
+	}
+	if l.seen == nil {
+		l.seen = map[[2]string]struct{}{}
+	}
+	l.seen[k] = struct{}{}
+	return true
 }

@@ -164,7 +164,7 @@ type Handler struct {
 	prices     *cost.Table
 	slos       *slo.Table
 	drift      *drift.Config
-	unpriced   *unpricedLog
+	logOnce    *onceLog
 	dialect    *meter.DialectInfo
 	capture    bool
 	labels     []labelDef
@@ -196,6 +196,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // TracerProvider and MeterProvider.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	h.logOnce = new(onceLog)
 	h.faults = new(atomic.Int64)
 	h.onDecompressPanic = func(rec any) { h.recordPanic("decompressed body", rec) }
 	if h.MaxRequestBody == 0 {

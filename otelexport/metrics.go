@@ -54,6 +54,10 @@ const (
 	// the first, token goodput the rate of the second.
 	metricSLORequests = "tokentap.slo.requests"
 	metricSLOGoodput  = "tokentap.slo.goodput_tokens"
+	// The exchanges whose measurement a fault cost something (Prometheus:
+	// tokentap_degraded_total), by tokentap.degraded.reason: the span says
+	// which exchange, the counter how often, without sampling.
+	metricDegraded = "tokentap.degraded"
 )
 
 // The gen_ai.token.type attributes of the two token usage points.
@@ -82,6 +86,7 @@ type Instruments struct {
 	unpriced              metric.Int64Counter
 	sloRequests           metric.Int64Counter
 	sloGoodput            metric.Int64Counter
+	degraded              metric.Int64Counter
 	healthTransitions     metric.Int64Counter
 }
 
@@ -143,6 +148,10 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool, gaps *gapHistog
 	ins.sloGoodput, err = m.Int64Counter(metricSLOGoodput,
 		metric.WithUnit("{token}"),
 		metric.WithDescription("Output tokens of the exchanges that met their objective (slo): its rate is the token goodput."))
+	collect(err)
+	ins.degraded, err = m.Int64Counter(metricDegraded,
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Exchanges whose measurement a fault cost something (an unreadable event or body, a body over its cap, a model family or usage entry not known), by tokentap.degraded.reason; the traffic itself was passed on untouched."))
 	collect(err)
 	collect(newHealthInstruments(m, ins))
 	if len(errs) > 0 {
@@ -219,6 +228,11 @@ func (ins *Instruments) Record(r *sink.Result) {
 	}
 	if r.Unpriced {
 		ins.unpriced.Add(ctx, 1, opts.add[:]...)
+	}
+	if m.Degraded > 0 {
+		// Rare, so the reason's attribute is added here rather than
+		// cached with the exchange's set.
+		ins.degraded.Add(ctx, 1, opts.add[0], metric.WithAttributes(attrDegradedReason.String(m.DegradedReason)))
 	}
 	switch r.SLO {
 	case slo.Met:
