@@ -27,7 +27,7 @@ var RowBound = int64(totalSlices*(sliceBytes+NumMetrics*sliceSketchBytes) + infl
 // MemoryBound is the most memory a Store with maxRows rows (0: the default)
 // holds, whatever the traffic: maxRows rows and the overflow row, each at
 // RowBound (docs/live-stats.md works it out for the defaults); a row that records
-// steadily reaches its bound within an hour, and an idle row's memory is
+// steadily reaches its bound within a day (its longest ring), and an idle row's memory is
 // reused by the next new key. Views (Aggregate) allocate on top of this,
 // for the length of one query.
 func MemoryBound(maxRows int) int64 {
