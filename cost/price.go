@@ -92,13 +92,11 @@ func (t *Table) Exchange(m *meter.Measurement, model string) (usd float64, ok bo
 		return 0, false, model
 	}
 	others := m.OtherModelUsage()
-	prices := make([]Price, 0, meter.MaxOtherModels)
-	for _, o := range others {
-		op, found := t.Lookup(o.Model)
-		if !found {
+	var prices [meter.MaxOtherModels]Price
+	for i, o := range others {
+		if prices[i], found = t.Lookup(o.Model); !found {
 			return 0, false, o.Model
 		}
-		prices = append(prices, op)
 	}
 	if usd, ok = p.CostOf(m); !ok {
 		return 0, false, ""
