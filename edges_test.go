@@ -22,23 +22,23 @@ func TestPackageEdges(t *testing.T) {
 		pkg       string
 		forbidden []string
 	}{
-		{"./meter", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./internal/meter", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
 		{"./sse", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./stats", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./sink", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./ndjson", []string{"github.com/caddyserver/"}},
-		{"./jsonarray", []string{"github.com/caddyserver/"}},
-		{"./eventstream", []string{"github.com/caddyserver/"}},
-		{"./capture", []string{"github.com/caddyserver/"}},
-		{"./loadgen", []string{"github.com/caddyserver/"}},
-		{"./otelexport", []string{"github.com/caddyserver/"}},
-		{"./injectusage", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./simstamp", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./cost", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./bodytee", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./inflight", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./internal/stats", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./internal/sink", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./internal/framing/ndjson", []string{"github.com/caddyserver/"}},
+		{"./internal/framing/jsonarray", []string{"github.com/caddyserver/"}},
+		{"./internal/framing/eventstream", []string{"github.com/caddyserver/"}},
+		{"./internal/capture", []string{"github.com/caddyserver/"}},
+		{"./internal/loadgen", []string{"github.com/caddyserver/"}},
+		{"./internal/otelexport", []string{"github.com/caddyserver/"}},
+		{"./internal/exchange/injectusage", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./internal/simulator/stamp", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./internal/cost", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./internal/bodytee", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
+		{"./internal/inflight", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
 		// go test ./meter stays fast: its tests link no Caddy either.
-		{"-test ./meter", []string{"github.com/caddyserver/"}},
+		{"-test ./internal/meter", []string{"github.com/caddyserver/"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.ReplaceAll(tt.pkg, "./", ""), func(t *testing.T) {

@@ -6,5 +6,5 @@ package tokentap
 
 import (
 	_ "github.com/tokentap/tokentap/caddymodule"
-	_ "github.com/tokentap/tokentap/simulator"
+	_ "github.com/tokentap/tokentap/internal/simulator"
 )

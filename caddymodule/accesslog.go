@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // logFieldKey is the field of Caddy's access log entry that holds the

@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // encodeLogEntry renders e as the JSON access log would, as a generic map.
@@ -189,7 +189,7 @@ func TestLogVarsMatchSpan(t *testing.T) {
 					_, _ = io.Copy(io.Discard, r.Body)
 					w.Header().Set("Content-Type", "application/json")
 					w.WriteHeader(http.StatusTooManyRequests)
-					_, _ = w.Write(fixture(t, "../../meter/testdata/openai/error_429.json"))
+					_, _ = w.Write(fixture(t, "../../internal/meter/testdata/openai/error_429.json"))
 					return nil
 				}
 			},

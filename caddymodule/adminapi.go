@@ -9,8 +9,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/tokentap/tokentap/stats"
-	"github.com/tokentap/tokentap/web"
+	"github.com/tokentap/tokentap/internal/stats"
+	"github.com/tokentap/tokentap/internal/web"
 )
 
 func init() {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/sink"
-	"github.com/tokentap/tokentap/stats"
-	"github.com/tokentap/tokentap/web"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/sink"
+	"github.com/tokentap/tokentap/internal/stats"
+	"github.com/tokentap/tokentap/internal/web"
 )
 
 // newTestAdminAPI is the admin API over a store of its own, at a fixed

@@ -12,8 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/simulator"
 )
 
 // backendsConfig measures the simulator with the options that backends

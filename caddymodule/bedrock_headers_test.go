@@ -18,7 +18,7 @@ import (
 // reverse_proxy the span has them where the body does not: all of them
 // for a Cohere Command R body, the output count for a Nova body that gives
 // only its input; where the body has a count of its own, the body's wins.
-// The bodies and headers are recorded ones (meter/testdata/recorded), but
+// The bodies and headers are recorded ones (internal/meter/testdata/recorded), but
 // the last, whose headers are made to disagree with it.
 func TestBedrockHeaderFallbackThroughCaddy(t *testing.T) {
 	llama := `{"generation":"Hi","prompt_token_count":11,"generation_token_count":8,"stop_reason":"stop"}`

@@ -10,9 +10,9 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/capture"
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/capture"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // Content capture: prompts and completions on the span, only when asked

@@ -14,7 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
-	"github.com/tokentap/tokentap/capture"
+	"github.com/tokentap/tokentap/internal/capture"
 )
 
 // captureRequest is a chat request with a system message and a question.

@@ -14,7 +14,7 @@ import (
 // the body, and reverse_proxy then aborts (its upstream read is cancelled
 // with the request). The client got the whole answer, so the exchange is
 // completed, not client_abort; a client that leaves before the terminator
-// still is client_abort. e2e/clients_openai_test.go met this with the real
+// still is client_abort. test/e2e/clients_openai_test.go met this with the real
 // SDK.
 func TestClientLeavesAfterTerminator(t *testing.T) {
 	full := fixture(t, "chat_usage.sse")

@@ -6,9 +6,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/cost"
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/cost"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // ModelPrice is one price line: the models a pattern matches and their

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
 func TestUnmarshalPrice(t *testing.T) {
@@ -209,7 +209,7 @@ http://:9081 {
 // TestCostThroughCaddy: a priced model's span carries tokentap.cost.usd,
 // its reported usage at the configured prices; an unpriced one carries
 // none. The real recorded Cohere text stream
-// (meter/testdata/recorded/cohere/chat_text.sse) keeps its processed
+// (internal/meter/testdata/recorded/cohere/chat_text.sse) keeps its processed
 // counts in gen_ai.usage.* (507 in, 10 out), carries its billed_units in
 // tokentap.usage.billed_input_tokens and billed_output_tokens (12, 7) and
 // costs those at $2.50 and $10 per million: 12 × 2.5 + 7 × 10 = 100

@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/internal/meter"
 )
 
 // TestDegradedLoggedOnce: a degraded measurement is logged at warn level

@@ -6,7 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/tokentap/tokentap/drift"
+	"github.com/tokentap/tokentap/internal/drift"
 )
 
 // DriftConfig sets the slowdown detector of the live stats rows this

@@ -12,7 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
-	"github.com/tokentap/tokentap/stats"
+	"github.com/tokentap/tokentap/internal/stats"
 )
 
 func TestUnmarshalDrift(t *testing.T) {

@@ -19,11 +19,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/bodytee"
-	"github.com/tokentap/tokentap/capture"
-	"github.com/tokentap/tokentap/inflight"
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/bodytee"
+	"github.com/tokentap/tokentap/internal/capture"
+	"github.com/tokentap/tokentap/internal/inflight"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/sse"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
-	"github.com/tokentap/tokentap/internal/otlpsink"
-	"github.com/tokentap/tokentap/otelexport"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/testutil/otlpsink"
 )
 
 // The fault tests (faults_*_test.go) run tokentap in this process's Caddy,

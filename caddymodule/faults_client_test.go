@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/internal/testutil/otlpsink"
 )
 
 // TestClientFaults: a client that leaves before the first byte or in the

@@ -22,8 +22,8 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
-	"github.com/tokentap/tokentap/internal/otlpsink"
-	"github.com/tokentap/tokentap/otelexport"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/testutil/otlpsink"
 )
 
 // blackHole accepts connections and never answers, as a collector behind a

@@ -28,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/internal/simulator"
 )
 
 // protocolsSite serves the simulator behind tokentap over plain HTTP (h1

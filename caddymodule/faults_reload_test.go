@@ -15,7 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/internal/simulator"
 )
 
 // reloadSite has two tokentap handlers in front of the simulator, so the

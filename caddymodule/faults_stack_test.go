@@ -3,7 +3,7 @@ package caddymodule
 import (
 	"testing"
 
-	"github.com/tokentap/tokentap/internal/otlpsink"
+	"github.com/tokentap/tokentap/internal/testutil/otlpsink"
 )
 
 // faultsUpSite is the site of the fault tests that need nothing but

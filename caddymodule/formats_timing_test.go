@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/internal/simulator"
 )
 
 // formatTimingStreams is how many streams TestFormatsTimingThroughCaddy

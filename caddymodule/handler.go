@@ -17,10 +17,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/cost"
-	"github.com/tokentap/tokentap/drift"
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/slo"
+	"github.com/tokentap/tokentap/internal/cost"
+	"github.com/tokentap/tokentap/internal/drift"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/slo"
 )
 
 func init() {

@@ -26,8 +26,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/otelexport"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/otelexport"
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -376,7 +376,7 @@ func TestUpstreamErrorStatus(t *testing.T) {
 			hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(status)
-				_, _ = w.Write(fixture(t, "../../meter/testdata/openai/error_429.json"))
+				_, _ = w.Write(fixture(t, "../../internal/meter/testdata/openai/error_429.json"))
 				return nil
 			})
 			resp := post(t, hs.srv.URL, `{"model":"gpt-4o","stream":true}`)
@@ -615,7 +615,7 @@ func TestRequestBodyTee(t *testing.T) {
 			return err
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, err = w.Write(fixture(t, "../../meter/testdata/openai/chat_completion.json"))
+		_, err = w.Write(fixture(t, "../../internal/meter/testdata/openai/chat_completion.json"))
 		return err
 	})
 	resp := post(t, hs.srv.URL, big)
@@ -687,7 +687,7 @@ func TestFlushBeforeHeader(t *testing.T) {
 // TestDialectFromMediaType: on a path no dialect claims, the response's
 // media type picks the dialect when it is telling (NDJSON is Ollama's).
 func TestDialectFromMediaType(t *testing.T) {
-	body := fixture(t, "../../meter/testdata/ollama/chat.ndjson")
+	body := fixture(t, "../../internal/meter/testdata/ollama/chat.ndjson")
 	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/x-ndjson")

@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/injectusage"
+	"github.com/tokentap/tokentap/internal/exchange/injectusage"
 )
 
 // inject_usage: the request rewrite and the response stripper live in the

@@ -20,9 +20,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/simstamp"
-	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/simulator"
+	"github.com/tokentap/tokentap/internal/simulator/stamp"
 )
 
 // These tests run tokentap inside a real Caddy, in front of a real
@@ -367,7 +367,7 @@ func stampedTokens(t *testing.T, body []byte, isToken func(data []byte) bool) (w
 	var last time.Time
 	for _, line := range bytes.Split(body, []byte("\n")) {
 		line = bytes.TrimSuffix(line, []byte("\r"))
-		if at, ok := simstamp.Parse(line); ok {
+		if at, ok := stamp.Parse(line); ok {
 			if w.first.IsZero() {
 				w.first = at
 			}

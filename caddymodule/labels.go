@@ -7,8 +7,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // DefaultMaxLabelValues caps the distinct values one label takes, process

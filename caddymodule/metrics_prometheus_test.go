@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/simulator"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/simulator"
 )
 
 // Ports of the Prometheus integration test: admin 2330, proxy 9330, the

@@ -16,7 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddypki"
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/probe"
+	"github.com/tokentap/tokentap/internal/probe"
 )
 
 func init() {

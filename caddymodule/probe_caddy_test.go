@@ -12,8 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
-	"github.com/tokentap/tokentap/probe"
-	"github.com/tokentap/tokentap/stats"
+	"github.com/tokentap/tokentap/internal/probe"
+	"github.com/tokentap/tokentap/internal/stats"
 )
 
 // The probe test's ports: a Caddy process holds one config, so the test

@@ -17,9 +17,9 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/tokentap/tokentap/internal/measuretest"
-	"github.com/tokentap/tokentap/probe"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/probe"
+	"github.com/tokentap/tokentap/internal/sink"
+	"github.com/tokentap/tokentap/internal/testutil/measuretest"
 )
 
 func TestProbeCaddyfile(t *testing.T) {

@@ -3,7 +3,7 @@ package caddymodule
 import (
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // record hands a finished exchange to each sink in turn. Each runs guarded,

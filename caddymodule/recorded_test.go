@@ -18,12 +18,12 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/tokentap/tokentap/meter"
+	"github.com/tokentap/tokentap/internal/meter"
 )
 
 // recordedDir holds the real provider traffic of meter's tests
-// (meter/testdata/recorded/README.md names each file's source).
-const recordedDir = "../meter/testdata/recorded"
+// (internal/meter/testdata/recorded/README.md names each file's source).
+const recordedDir = "../internal/meter/testdata/recorded"
 
 // recordedRoute is how a recording is served: the request path that picks
 // its dialect and the response's media type, from its provider's folder

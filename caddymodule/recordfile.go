@@ -12,7 +12,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/recording"
+	"github.com/tokentap/tokentap/internal/recording"
 )
 
 // Defaults of a recording's rotation.

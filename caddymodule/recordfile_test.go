@@ -13,7 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
-	"github.com/tokentap/tokentap/recording"
+	"github.com/tokentap/tokentap/internal/recording"
 )
 
 func TestUnmarshalRecord(t *testing.T) {

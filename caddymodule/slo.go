@@ -9,8 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/tokentap/tokentap/sink"
-	"github.com/tokentap/tokentap/slo"
+	"github.com/tokentap/tokentap/internal/sink"
+	"github.com/tokentap/tokentap/internal/slo"
 )
 
 // ModelSLO is one objective line: the models a pattern matches and the

@@ -11,7 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
-	"github.com/tokentap/tokentap/stats"
+	"github.com/tokentap/tokentap/internal/stats"
 )
 
 func TestUnmarshalSLO(t *testing.T) {

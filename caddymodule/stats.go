@@ -6,10 +6,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/drift"
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/sink"
-	"github.com/tokentap/tokentap/stats"
+	"github.com/tokentap/tokentap/internal/drift"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/sink"
+	"github.com/tokentap/tokentap/internal/stats"
 )
 
 // liveStats is the process's live stats. It is process-wide, like the

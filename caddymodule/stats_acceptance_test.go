@@ -21,9 +21,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/simulator"
-	"github.com/tokentap/tokentap/stats"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/simulator"
+	"github.com/tokentap/tokentap/internal/stats"
 )
 
 // The stats tests' ports. The first instance runs in the test process, the

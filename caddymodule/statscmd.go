@@ -13,7 +13,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/tokentap/tokentap/stats"
+	"github.com/tokentap/tokentap/internal/stats"
 )
 
 func init() {

@@ -10,7 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/tokentap/tokentap/web"
+	"github.com/tokentap/tokentap/internal/web"
 )
 
 func init() {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // provisionTelemetry attaches h to the shared TracerProvider and

@@ -10,9 +10,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/tokentap/tokentap/internal/measuretest"
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/sink"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/sink"
+	"github.com/tokentap/tokentap/internal/testutil/measuretest"
 )
 
 // The handlers this package's tests provision, in unit harnesses and in

@@ -3,7 +3,7 @@ package caddymodule
 import (
 	"fmt"
 
-	"github.com/tokentap/tokentap/tokencount"
+	"github.com/tokentap/tokentap/internal/meter/tokencount"
 )
 
 // DefaultTokenizer is the encoding that counts the output of streams that

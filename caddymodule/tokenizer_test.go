@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentap/tokentap/meter"
-	"github.com/tokentap/tokentap/tokencount"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/meter/tokencount"
 )
 
 // TestTokenizerCountsUsagelessStreams streams text whose o200k count is

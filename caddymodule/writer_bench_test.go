@@ -11,9 +11,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/tokentap/tokentap/otelexport"
-	"github.com/tokentap/tokentap/sink"
-	"github.com/tokentap/tokentap/stats"
+	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/sink"
+	"github.com/tokentap/tokentap/internal/stats"
 )
 
 // discardWriter is a ResponseWriter that costs nothing, so the benchmarks

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tokentap/tokentap/internal/splitfeed"
+	"github.com/tokentap/tokentap/internal/testutil/splitfeed"
 )
 
 // benchWords gives the fixture realistic token-sized deltas, including

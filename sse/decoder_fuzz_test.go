@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tokentap/tokentap/internal/splitfeed"
+	"github.com/tokentap/tokentap/internal/testutil/splitfeed"
 )
 
 // FuzzDecoder checks the decoder's two core promises on arbitrary input: it

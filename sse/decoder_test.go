@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentap/tokentap/internal/splitfeed"
+	"github.com/tokentap/tokentap/internal/testutil/splitfeed"
 )
 
 // decodeChunks runs the real Decoder over chunks, then Close, and returns

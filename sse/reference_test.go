@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentap/tokentap/internal/splitfeed"
+	"github.com/tokentap/tokentap/internal/testutil/splitfeed"
 )
 
 // This file holds a deliberately naive reference decoder: it sees the whole

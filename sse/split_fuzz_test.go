@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tokentap/tokentap/internal/splitfeed"
+	"github.com/tokentap/tokentap/internal/testutil/splitfeed"
 )
 
 // FuzzSplitter checks on arbitrary input that a Splitter finds the ends the

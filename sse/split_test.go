@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tokentap/tokentap/internal/splitfeed"
+	"github.com/tokentap/tokentap/internal/testutil/splitfeed"
 )
 
 // splitEnds runs a Splitter over pieces and returns the event ends it

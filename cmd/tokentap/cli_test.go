@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentap/tokentap/internal/testbin"
+	"github.com/tokentap/tokentap/internal/testutil/testbin"
 )
 
 // TestCommandsNameThemselves: every command's usage line says tokentap,

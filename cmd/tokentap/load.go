@@ -15,7 +15,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/tokentap/tokentap/loadgen"
+	"github.com/tokentap/tokentap/internal/loadgen"
 )
 
 // defaultLoadRequests bounds a run given neither --requests nor

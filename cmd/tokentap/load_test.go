@@ -21,9 +21,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tidwall/gjson"
 
-	"github.com/tokentap/tokentap/loadgen"
-	"github.com/tokentap/tokentap/simulator"
-	"github.com/tokentap/tokentap/tokencount"
+	"github.com/tokentap/tokentap/internal/loadgen"
+	"github.com/tokentap/tokentap/internal/meter/tokencount"
+	"github.com/tokentap/tokentap/internal/simulator"
 )
 
 // loadSimAddr is where the load command's tests serve the simulator: in the

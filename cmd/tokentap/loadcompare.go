@@ -9,7 +9,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/tokentap/tokentap/loadreport"
+	"github.com/tokentap/tokentap/internal/loadreport"
 )
 
 // loadCompareCommand is `tokentap load compare`: a subcommand of load,

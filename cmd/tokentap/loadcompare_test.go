@@ -13,7 +13,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/tokentap/tokentap/loadreport"
+	"github.com/tokentap/tokentap/internal/loadreport"
 )
 
 // compareFlags parses args as load compare would.

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tokentap/tokentap/loadgen"
-	"github.com/tokentap/tokentap/loadreport"
+	"github.com/tokentap/tokentap/internal/loadgen"
+	"github.com/tokentap/tokentap/internal/loadreport"
 )
 
 // checkReportPath refuses a --report path that cannot be written before

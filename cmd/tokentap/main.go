@@ -12,7 +12,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/tokentap/tokentap/caddymodule"
-	_ "github.com/tokentap/tokentap/simulator"
+	_ "github.com/tokentap/tokentap/internal/simulator"
 )
 
 // longDescription is what `tokentap help` says first: Caddy's own text

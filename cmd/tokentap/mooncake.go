@@ -8,7 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
-	"github.com/tokentap/tokentap/recording"
+	"github.com/tokentap/tokentap/internal/recording"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/pflag"
 
-	"github.com/tokentap/tokentap/loadgen"
+	"github.com/tokentap/tokentap/internal/loadgen"
 )
 
 // addRepeatFlags declares the load command's --repeat.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/tokentap/tokentap/loadgen"
-	"github.com/tokentap/tokentap/tokencount"
+	"github.com/tokentap/tokentap/internal/loadgen"
+	"github.com/tokentap/tokentap/internal/meter/tokencount"
 )
 
 // TestLoadRepeat runs --repeat against the simulator (5 tokens per answer,

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/tidwall/gjson"
 
-	"github.com/tokentap/tokentap/loadgen"
-	"github.com/tokentap/tokentap/loadreport"
-	"github.com/tokentap/tokentap/recording"
+	"github.com/tokentap/tokentap/internal/loadgen"
+	"github.com/tokentap/tokentap/internal/loadreport"
+	"github.com/tokentap/tokentap/internal/recording"
 )
 
 // addReplayFlags declares the load command's replay flags.

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentap/tokentap/internal/otlpsink"
-	"github.com/tokentap/tokentap/internal/testbin"
+	"github.com/tokentap/tokentap/internal/testutil/otlpsink"
+	"github.com/tokentap/tokentap/internal/testutil/testbin"
 )
 
 // The smoke test runs the real binary with the repository's default

@@ -7,8 +7,8 @@
 #
 # with the simulator as the LLM provider, until Ctrl-C. All real programs:
 # tokentap (three times: two instances and the load balancer, which is the
-# same Caddy binary), an OpenTelemetry Collector built from tools/otelcol,
-# and Jaeger v2 built from tools/jaeger. No Docker.
+# same Caddy binary), an OpenTelemetry Collector built from test/tools/otelcol,
+# and Jaeger v2 built from test/tools/jaeger. No Docker.
 #
 # Usage, from anywhere in the repository:
 #
@@ -53,12 +53,12 @@ bindir=$(mktemp -d)
 state=$(mktemp -d)
 
 if [ -z "${JAEGER_BINARY:-}" ]; then
-	say "building Jaeger v2 from tools/jaeger (about ten minutes the first time)"
-	# Into Go's build cache, shared with `go -C tools/jaeger tool jaeger`.
+	say "building Jaeger v2 from test/tools/jaeger (about ten minutes the first time)"
+	# Into Go's build cache, shared with `go -C test/tools/jaeger tool jaeger`.
 	JAEGER_BINARY=$(go -C "$root/tools/jaeger" tool -n jaeger)
 fi
 if [ -z "${OTELCOL_BINARY:-}" ]; then
-	say "building the OpenTelemetry Collector from tools/otelcol"
+	say "building the OpenTelemetry Collector from test/tools/otelcol"
 	OTELCOL_BINARY=$bindir/otelcol
 	go -C "$root/tools/otelcol" build -o "$OTELCOL_BINARY" .
 fi

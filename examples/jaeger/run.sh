@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Jaeger v2 and tokentap (with its built-in simulator) on this machine,
 # tokentap exporting every measured request to Jaeger as a span, until
-# Ctrl-C. No Docker: Jaeger is built from its Go module in tools/jaeger (the
+# Ctrl-C. No Docker: Jaeger is built from its Go module in test/tools/jaeger (the
 # first build takes about ten minutes, later ones seconds).
 #
 # Usage, from anywhere in the repository:
@@ -12,7 +12,7 @@
 # and read the traces from Jaeger's query API on http://localhost:16686.
 #
 # Environment (all optional):
-#   JAEGER_BINARY     a Jaeger v2 binary to run instead of building tools/jaeger
+#   JAEGER_BINARY     a Jaeger v2 binary to run instead of building test/tools/jaeger
 #   TOKENTAP_BINARY   a tokentap binary to run instead of building ./cmd/tokentap
 #   TOKENTAP_PORT     tokentap's HTTP port (8080)
 #   SIMULATOR_PORT    the simulator's port (8081)
@@ -41,9 +41,9 @@ export TOKENTAP_PORT SIMULATOR_PORT TOKENTAP_ADMIN \
 say() { printf 'run.sh: %s\n' "$*" >&2; }
 
 if [ -z "${JAEGER_BINARY:-}" ]; then
-	say "building Jaeger v2 from tools/jaeger (about ten minutes the first time)"
+	say "building Jaeger v2 from test/tools/jaeger (about ten minutes the first time)"
 	# `go tool -n` builds the tool into Go's build cache and prints where,
-	# so this and `go -C tools/jaeger tool jaeger` share one build.
+	# so this and `go -C test/tools/jaeger tool jaeger` share one build.
 	JAEGER_BINARY=$(go -C "$root/tools/jaeger" tool -n jaeger)
 fi
 if [ -z "${TOKENTAP_BINARY:-}" ]; then
