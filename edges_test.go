@@ -1,112 +1,156 @@
 package tokentap
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
+	"encoding/json"
+	"io"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestPackageEdges holds the layering docs/ARCHITECTURE.md describes: the
-// measuring, its framing, the stats, the load generator and the
-// OpenTelemetry export build without Caddy, and the measuring and the
-// stats without OpenTelemetry either, so that each can be used, and
-// tested, on its own.
-func TestPackageEdges(t *testing.T) {
-	tests := []struct {
-		pkg       string
-		forbidden []string
-	}{
-		{"./internal/meter", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./sse", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./internal/stats", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./internal/sink", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./internal/framing/ndjson", []string{"github.com/caddyserver/"}},
-		{"./internal/framing/jsonarray", []string{"github.com/caddyserver/"}},
-		{"./internal/framing/eventstream", []string{"github.com/caddyserver/"}},
-		{"./internal/capture", []string{"github.com/caddyserver/"}},
-		{"./internal/loadgen", []string{"github.com/caddyserver/"}},
-		{"./internal/otelexport", []string{"github.com/caddyserver/"}},
-		{"./internal/exchange/injectusage", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./internal/simulator/stamp", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./internal/cost", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./internal/bodytee", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		{"./internal/inflight", []string{"github.com/caddyserver/", "go.opentelemetry.io/"}},
-		// go test ./meter stays fast: its tests link no Caddy either.
-		{"-test ./internal/meter", []string{"github.com/caddyserver/"}},
-	}
-	for _, tt := range tests {
-		t.Run(strings.ReplaceAll(tt.pkg, "./", ""), func(t *testing.T) {
-			args := append([]string{"list", "-deps"}, strings.Fields(tt.pkg)...)
-			out, err := exec.Command("go", args...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("go list -deps %s: %v\n%s", tt.pkg, err, out)
+const module = "github.com/tokentap/tokentap/"
+
+// edge is one rule of the layering docs/ARCHITECTURE.md draws: no package
+// matched by pkgs may depend, directly or not, on a package starting with
+// any of forbidden, so that each can be built, used and tested without
+// what it forbids.
+type edge struct {
+	name      string
+	pkgs      func(path string) bool
+	forbidden []string
+	// tests applies the rule to the packages' tests too, so that their
+	// go test stays fast to build.
+	tests bool
+}
+
+var (
+	caddy = "github.com/caddyserver/"
+	otel  = "go.opentelemetry.io/"
+)
+
+func under(prefixes ...string) func(string) bool {
+	return func(path string) bool {
+		for _, p := range prefixes {
+			if path == module+p || strings.HasPrefix(path, module+p+"/") {
+				return true
 			}
-			for _, dep := range strings.Fields(string(out)) {
-				for _, f := range tt.forbidden {
-					if strings.HasPrefix(dep, f) {
-						t.Errorf("%s depends on %s", tt.pkg, dep)
+		}
+		return false
+	}
+}
+
+// caddyModules are the packages under internal/ that are Caddy modules by
+// design: the simulator is the tokentap_simulator handler, for tests and
+// benchmarks.
+var caddyModules = []string{"internal/simulator"}
+
+// TestPackageEdges holds the layering: the library packages reach no Caddy
+// (caddymodule is the only door to it), one exchange is plain net/http
+// middleware, the measuring and its framing and the stats need no
+// OpenTelemetry either, the framing knows no LLM API, and the sink
+// contract knows none of its sinks.
+func TestPackageEdges(t *testing.T) {
+	rules := []edge{
+		{
+			name: "the library packages reach no Caddy",
+			pkgs: func(p string) bool {
+				return under("internal", "sse")(p) && !under(caddyModules...)(p)
+			},
+			forbidden: []string{caddy},
+		},
+		{
+			name:      "one exchange is net/http middleware, tests included",
+			pkgs:      under("internal/exchange"),
+			forbidden: []string{caddy, module + "caddymodule"},
+			tests:     true,
+		},
+		{
+			name:      "the measuring, the framing and the stats need no OpenTelemetry",
+			pkgs:      under("sse", "internal/framing", "internal/meter", "internal/stats", "internal/drift", "internal/sink", "internal/cost", "internal/slo", "internal/capture", "internal/exchange/injectusage", "internal/simulator/stamp"),
+			forbidden: []string{otel},
+		},
+		{
+			name:      "the framing knows no LLM API",
+			pkgs:      under("sse", "internal/framing"),
+			forbidden: []string{module},
+		},
+		{
+			name:      "the sink contract knows none of its sinks",
+			pkgs:      under("internal/sink"),
+			forbidden: []string{module + "internal/stats", module + "internal/otelexport", module + "internal/recording", module + "internal/exchange", module + "caddymodule"},
+		},
+		{
+			name:      "go test ./internal/meter links no Caddy",
+			pkgs:      under("internal/meter"),
+			forbidden: []string{caddy},
+			tests:     true,
+		},
+	}
+	for _, rule := range rules {
+		t.Run(rule.name, func(t *testing.T) {
+			pkgs := listDeps(t, rule.tests)
+			matched := 0
+			for _, p := range pkgs {
+				// A test variant is "path [path.test]", an external test
+				// package "path_test [path.test]".
+				path := strings.Fields(p.ImportPath)[0]
+				isTest := p.ForTest != "" || strings.HasSuffix(path, "_test")
+				if isTest && !rule.tests {
+					continue
+				}
+				if !rule.pkgs(strings.TrimSuffix(path, "_test")) {
+					continue
+				}
+				matched++
+				for _, dep := range p.Deps {
+					for _, f := range rule.forbidden {
+						if strings.HasPrefix(dep, f) {
+							t.Errorf("%s depends on %s", p.ImportPath, dep)
+						}
 					}
 				}
 			}
+			if matched == 0 {
+				t.Error("no package matched: the rule guards nothing")
+			}
 		})
 	}
 }
 
-// adapterGlue lists the production files of caddymodule that import no
-// Caddy package, and why each is still the adapter's: each holds methods
-// of the handler or the exchange, or the module's own configuration, that
-// tie a Caddy-free package to them. Anything else that needs no Caddy
-// belongs in a package of its own (docs/ARCHITECTURE.md, "Packages").
-var adapterGlue = map[string]string{
-	"cost.go":        "the handler's prices (its JSON config) and the exchange's pricing through package cost",
-	"injectusage.go": "the exchange's use of package injectusage: its log line and the order of forwarding and measuring",
-	"lease.go":       "the handler's hold on the shared providers across a Caddy reload, until its last exchange ends",
-	"record.go":      "the exchange handing its Result to the handler's sinks",
-	"tokenizer.go":   "the handler's tokenizer option, provisioned through package tokencount",
+// pkg is what go list says of a package.
+type pkg struct {
+	ImportPath string
+	ForTest    string
+	Deps       []string
 }
 
-// TestAdapterFilesImportCaddy holds issue 16's rule for the adapter: every
-// production file in caddymodule imports Caddy or is listed in adapterGlue,
-// and every listed file still exists and still imports no Caddy, so the
-// list stays true.
-func TestAdapterFilesImportCaddy(t *testing.T) {
-	files, err := filepath.Glob("caddymodule/*.go")
-	if err != nil {
-		t.Fatal(err)
+// listDeps lists the module's packages with their dependencies, and their
+// test variants when tests is set.
+func listDeps(t *testing.T, tests bool) []pkg {
+	t.Helper()
+	args := []string{"list", "-json=ImportPath,ForTest,Deps"}
+	if tests {
+		args = append(args, "-test")
 	}
-	seen := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, path := range files {
-		name := filepath.Base(path)
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
-		if err != nil {
+	out, err := exec.Command("go", append(args, "./...")...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
 			t.Fatal(err)
 		}
-		importsCaddy := slices.ContainsFunc(f.Imports, func(spec *ast.ImportSpec) bool {
-			p, _ := strconv.Unquote(spec.Path.Value)
-			return strings.HasPrefix(p, "github.com/caddyserver/caddy/")
-		})
-		_, glue := adapterGlue[name]
-		seen[name] = true
-		switch {
-		case !importsCaddy && !glue:
-			t.Errorf("caddymodule/%s imports no Caddy package: move it to a Caddy-free package, or list it in adapterGlue with the reason it is the adapter's", name)
-		case importsCaddy && glue:
-			t.Errorf("caddymodule/%s imports Caddy now: take it off adapterGlue", name)
+		// A package's test binary (pkg.test) is not the package.
+		if strings.HasSuffix(p.ImportPath, ".test") {
+			continue
 		}
+		pkgs = append(pkgs, p)
 	}
-	for name := range adapterGlue {
-		if !seen[name] {
-			t.Errorf("adapterGlue lists caddymodule/%s, which is gone", name)
-		}
-	}
+	return slices.Clip(pkgs)
 }

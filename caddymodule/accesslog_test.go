@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"github.com/caddyserver/caddy/v2"
 	"io"
 	"net/http"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -189,7 +189,7 @@ func TestLogVarsMatchSpan(t *testing.T) {
 					_, _ = io.Copy(io.Discard, r.Body)
 					w.Header().Set("Content-Type", "application/json")
 					w.WriteHeader(http.StatusTooManyRequests)
-					_, _ = w.Write(fixture(t, "../../internal/meter/testdata/openai/error_429.json"))
+					_, _ = w.Write(fixture(t, "../../meter/testdata/openai/error_429.json"))
 					return nil
 				}
 			},

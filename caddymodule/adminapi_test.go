@@ -166,7 +166,7 @@ func TestRecordStats(t *testing.T) {
 
 	t.Run("request model when the response has none", func(t *testing.T) {
 		f := &sink.Result{M: &meter.Measurement{Request: meter.Request{Model: "stats-request-only"}, End: time.Second}, End: time.Now(), Provider: "openai"}
-		sinkNamed(t, hs.h, "stats").Record(f)
+		hs.h.cfg.Rows.Record(f)
 		a := liveStats.Aggregate(stats.Window1m, time.Now())
 		for _, r := range a.Rows() {
 			if r.Key.Model == "stats-request-only" {
@@ -183,9 +183,9 @@ func TestRecordStats(t *testing.T) {
 			Provider: "openai",
 			Labels:   []sink.Label{{Name: "app", Value: "a"}, {Name: "team", Value: "t"}},
 		}
-		stats := sinkNamed(t, hs.h, "stats")
-		stats.Record(f)
-		if allocs := testing.AllocsPerRun(100, func() { stats.Record(f) }); allocs != 0 {
+		rows := hs.h.cfg.Rows
+		rows.Record(f)
+		if allocs := testing.AllocsPerRun(100, func() { rows.Record(f) }); allocs != 0 {
 			t.Errorf("%v allocations per exchange", allocs)
 		}
 	})

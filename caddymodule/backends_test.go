@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/tokentap/tokentap/internal/exchange"
 	"github.com/tokentap/tokentap/internal/otelexport"
 	"github.com/tokentap/tokentap/internal/simulator"
 )
@@ -160,7 +161,8 @@ func TestSamplersSeeWhatIsKnownAtStart(t *testing.T) {
 				return nil
 			})
 			sampler := &startSampler{inner: sdktrace.AlwaysSample()}
-			hs.h.tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithSpanProcessor(hs.spans)))
+			hs.h.cfg.Tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithSpanProcessor(hs.spans)))
+			hs.h.mw = exchange.New(hs.h.cfg)
 			req, _ := http.NewRequest("POST", hs.srv.URL+tt.path, strings.NewReader(tt.body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-Session-Id", "sess-1")

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 
@@ -11,8 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/internal/capture"
-	"github.com/tokentap/tokentap/internal/meter"
-	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // Content capture: prompts and completions on the span, only when asked
@@ -22,11 +19,6 @@ import (
 // OpenTelemetry Python GenAI utilities' names and values), honoured when
 // the configuration says nothing.
 const captureEnv = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-
-// captureHeader turns capture off for one request ("off"). It is
-// tokentap's own: it is removed before the request goes upstream,
-// whatever its value.
-const captureHeader = "Tokentap-Capture-Content"
 
 // provisionCapture decides whether the handler captures content: the
 // configuration if it says, else the environment; and checks the size.
@@ -42,16 +34,17 @@ func (h *Handler) provisionCapture() error {
 	}
 	source := "configuration"
 	if h.CaptureContent != nil {
-		h.capture = *h.CaptureContent
+		h.cfg.Capture = *h.CaptureContent
 	} else {
 		source = captureEnv
 		var warning string
-		h.capture, warning = captureFromEnv(os.Getenv(captureEnv))
+		h.cfg.Capture, warning = captureFromEnv(os.Getenv(captureEnv))
 		if warning != "" {
 			h.logger.Warn(warning, zap.String(captureEnv, os.Getenv(captureEnv)))
 		}
 	}
-	if h.capture {
+	h.cfg.MaxContentSize = h.MaxContentSize
+	if h.cfg.Capture {
 		h.logger.Info("content capture is on: prompts and completions are recorded on spans",
 			zap.String("by", source), zap.Int64("max_content_size", h.MaxContentSize))
 	}
@@ -96,59 +89,4 @@ func (h *Handler) unmarshalCaptureContent(d *caddyfile.Dispenser) error {
 	}
 	h.CaptureContent = &on
 	return nil
-}
-
-// prepareCapture decides whether this exchange's content is captured and
-// removes tokentap's header from the request before it goes upstream.
-func (x *exchange) prepareCapture(r *http.Request) {
-	values := r.Header.Values(captureHeader)
-	if len(values) > 0 {
-		r.Header.Del(captureHeader)
-	}
-	if !x.h.capture {
-		return
-	}
-	for _, v := range values {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "off", "false", "no", "none", "0":
-			return
-		}
-	}
-	x.output = capture.NewOutput(int(x.h.MaxContentSize))
-}
-
-// captureResponse hands the generated text to the capture from now on;
-// it is called once the meter is set up for the response, which may have
-// started it over in another dialect.
-func (x *exchange) captureResponse() {
-	if x.output != nil {
-		x.tap.SetTextSink(x.output)
-	}
-}
-
-// content captures a finished exchange's content, when it is captured and
-// its span is recorded: the request body as the system instructions and
-// input messages, the text the meter handed out as the output messages.
-func (x *exchange) content(m *meter.Measurement) sink.Content {
-	if x.output == nil || !x.span.IsRecording() {
-		return sink.Content{}
-	}
-	max := int(x.h.MaxContentSize)
-	var body []byte
-	switch {
-	case x.fullBody != nil:
-		body = x.fullBody
-	case x.tee != nil:
-		body, _, _ = x.tee.Snapshot()
-	}
-	var c sink.Content
-	c.System, c.Input = capture.Input(m.Dialect, body, max)
-	if m.Request.Truncated {
-		c.System.Truncated = c.System.Truncated || c.System.JSON != ""
-		c.Input.Truncated = c.Input.Truncated || c.Input.JSON != ""
-	}
-	if m.StatusCode < 400 {
-		c.Output = x.output.Result(m.FinishReasons, m.Outcome == meter.OutcomeCompleted, max)
-	}
-	return c
 }

@@ -15,6 +15,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
 	"github.com/tokentap/tokentap/internal/capture"
+	"github.com/tokentap/tokentap/internal/exchange"
 )
 
 // captureRequest is a chat request with a system message and a question.
@@ -72,7 +73,7 @@ func TestCaptureContent(t *testing.T) {
 			var upstreamHeader []string
 			var upstreamBody []byte
 			hs := newHarness(t, &Handler{CaptureContent: tt.capture}, func(w http.ResponseWriter, r *http.Request) error {
-				upstreamHeader = r.Header.Values(captureHeader)
+				upstreamHeader = r.Header.Values(exchange.CaptureHeader)
 				upstreamBody, _ = io.ReadAll(r.Body)
 				return streamUpstream(body, []int{50, 700})(w, r)
 			})
@@ -90,7 +91,7 @@ func TestCaptureContent(t *testing.T) {
 				t.Errorf("upstream got body %q", upstreamBody)
 			}
 			if len(upstreamHeader) != 0 {
-				t.Errorf("upstream got %s: %q", captureHeader, upstreamHeader)
+				t.Errorf("upstream got %s: %q", exchange.CaptureHeader, upstreamHeader)
 			}
 			if got := a[semconv.GenAIInputMessagesKey].AsString(); got != tt.wantInput {
 				t.Errorf("input messages:\n got %s\nwant %s", got, tt.wantInput)
@@ -248,8 +249,8 @@ func TestCaptureSwitch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.capture != tt.want {
-				t.Errorf("capture %v, want %v", h.capture, tt.want)
+			if h.cfg.Capture != tt.want {
+				t.Errorf("capture %v, want %v", h.cfg.Capture, tt.want)
 			}
 			if h.MaxContentSize != capture.DefaultMaxSize {
 				t.Errorf("max_content_size %d, want the default", h.MaxContentSize)

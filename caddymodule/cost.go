@@ -7,8 +7,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/internal/cost"
-	"github.com/tokentap/tokentap/internal/meter"
-	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // ModelPrice is one price line: the models a pattern matches and their
@@ -37,9 +35,9 @@ func (h *Handler) provisionCost() error {
 	if len(h.Prices) == 0 && h.PricingFile == "" {
 		return nil
 	}
-	h.prices = new(cost.Table)
+	h.cfg.Prices = new(cost.Table)
 	for _, p := range h.Prices {
-		if err := h.prices.Add(p.Model, cost.Price{Input: p.Input, Output: p.Output,
+		if err := h.cfg.Prices.Add(p.Model, cost.Price{Input: p.Input, Output: p.Output,
 			CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, Reasoning: p.Reasoning}); err != nil {
 			return fmt.Errorf("price: %v", err)
 		}
@@ -49,7 +47,7 @@ func (h *Handler) provisionCost() error {
 		if err != nil {
 			return fmt.Errorf("pricing_file: %v", err)
 		}
-		loaded, skipped, err := h.prices.LoadLiteLLM(data)
+		loaded, skipped, err := h.cfg.Prices.LoadLiteLLM(data)
 		if err != nil {
 			return fmt.Errorf("pricing_file %s: %v", h.PricingFile, err)
 		}
@@ -57,32 +55,4 @@ func (h *Handler) provisionCost() error {
 			zap.Int("models", loaded), zap.Int("without_token_prices", skipped))
 	}
 	return nil
-}
-
-// price sets r's cost when the handler has prices and r's counts may be
-// billed by: reported or injected, or estimated with cost_from_estimates.
-// The cost is of the billed counts where the provider reported them apart
-// (Cohere's billed_units), else of the usage (cost.Price.CostOf), plus the
-// usage of the other models that sampled inside the exchange (Anthropic's
-// advisor) at their own prices (cost.Table.Exchange). An exchange with a
-// model, its own or another, without a price is marked unpriced and that
-// model logged once.
-func (x *exchange) price(r *sink.Result) {
-	h := x.h
-	if h.prices.Empty() {
-		return
-	}
-	if !r.OutputTokensReported() && !(h.CostFromEstimates && r.M.Usage.Source == meter.UsageEstimated) {
-		return
-	}
-	usd, ok, unpriced := h.prices.Exchange(r.M, r.Model())
-	if unpriced != "" {
-		r.Unpriced = true
-		if h.logOnce.first("unpriced", unpriced) {
-			h.logger.Warn("no price for this model: its requests have no cost (add a price line or a pricing_file entry)",
-				zap.String("model", unpriced))
-		}
-		return
-	}
-	r.Cost, r.HasCost = usd, ok
 }

@@ -255,7 +255,7 @@ http://`+faultsProxyAddr+` {
 		},
 		{
 			name: "JSON labelled text/event-stream", route: "up", status: 200, contentType: "text/event-stream",
-			body:        fixture(t, "../../internal/meter/testdata/openai/chat_completion.json"),
+			body:        fixture(t, "../../meter/testdata/openai/chat_completion.json"),
 			wantOutcome: "truncated", wantErrorType: "truncated", wantSpanError: true,
 			wantChunks: 0,
 		},

@@ -3,24 +3,19 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/tokentap/tokentap/internal/cost"
 	"github.com/tokentap/tokentap/internal/drift"
+	"github.com/tokentap/tokentap/internal/exchange"
 	"github.com/tokentap/tokentap/internal/meter"
-	"github.com/tokentap/tokentap/internal/slo"
 )
 
 func init() {
@@ -161,27 +156,13 @@ type Handler struct {
 	// `tokentap load --replay`. Default: none.
 	Record *RecordConfig `json:"record,omitempty"`
 
-	prices     *cost.Table
-	slos       *slo.Table
-	drift      *drift.Config
-	logOnce    *onceLog
-	dialect    *meter.DialectInfo
-	capture    bool
-	labels     []labelDef
-	estimator  meter.Estimator
-	tracer     trace.Tracer
-	propagator propagation.TextMapPropagator
-	// sinks record each finished exchange, in order (telemetry.go).
-	sinks  []namedSink
 	logger *zap.Logger
-	lease  *lease
-
-	// faults counts panics recovered in tokentap's own measuring code, so
-	// each handler logs only its first.
-	faults *atomic.Int64
-	// onDecompressPanic is the meter's OnPanic, built once: a closure
-	// made in begin would be one more allocation per request.
-	onDecompressPanic func(any)
+	// cfg is what the provisioning steps resolve, one file each; mw
+	// serves it.
+	cfg exchange.Config
+	// drift is the rows' detector configuration (drift.go).
+	drift *drift.Config
+	mw    *exchange.Middleware
 }
 
 // CaddyModule returns the Caddy module information.
@@ -196,9 +177,6 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // TracerProvider and MeterProvider.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	h.logOnce = new(onceLog)
-	h.faults = new(atomic.Int64)
-	h.onDecompressPanic = func(rec any) { h.recordPanic("decompressed body", rec) }
 	if h.MaxRequestBody == 0 {
 		h.MaxRequestBody = DefaultMaxRequestBody
 	}
@@ -210,7 +188,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if !ok {
 			return fmt.Errorf("unknown dialect %q (known: %s)", h.Dialect, strings.Join(meter.DialectNames(), ", "))
 		}
-		h.dialect = &d
+		h.cfg.Dialect = &d
 	}
 	if err := h.provisionTokenizer(); err != nil {
 		return err
@@ -233,7 +211,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionTelemetry(ctx); err != nil {
 		return err
 	}
-	return h.provisionRecord()
+	if err := h.provisionRecord(); err != nil {
+		return err
+	}
+	h.cfg.Provider = h.Provider
+	h.cfg.MaxRequestBody, h.cfg.MaxResponseBody, h.cfg.MaxEventSize = h.MaxRequestBody, h.MaxResponseBody, h.MaxEventSize
+	h.cfg.StallThreshold = time.Duration(h.StallThreshold)
+	h.cfg.InjectUsage = h.InjectUsage
+	h.cfg.ConversationID = h.ConversationID
+	h.cfg.CostFromEstimates = h.CostFromEstimates
+	h.cfg.Logger = h.logger
+	h.cfg.Host = caddyHost
+	h.mw = exchange.New(h.cfg)
+	return nil
 }
 
 // Validate rejects configurations that cannot work.
@@ -261,71 +251,18 @@ func (h *Handler) Validate() error {
 // wait for them), and the last handler to go flushes and shuts them down.
 // Safe after a failed Provision.
 func (h *Handler) Cleanup() error {
-	if h.lease != nil {
-		h.lease.close()
+	switch {
+	case h.mw != nil:
+		h.mw.Close()
+	case h.cfg.Release != nil:
+		h.cfg.Release()
 	}
 	return nil
 }
 
 // ServeHTTP measures the exchange while next (reverse_proxy) carries it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if isUpgrade(r) {
-		// WebSockets and other upgrades are not LLM exchanges; they pass
-		// through untouched and unmeasured.
-		return next.ServeHTTP(w, r)
-	}
-	h.lease.acquire()
-	defer h.lease.done()
-	x := h.begin(r)
-	r = x.prepare(r)
-	ww := &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, x: x}
-	defer func() {
-		if rec := recover(); rec != nil {
-			// reverse_proxy aborts a broken stream by panicking with
-			// http.ErrAbortHandler; the span must still end, and the
-			// panic must go on so net/http drops the connection.
-			abort := meter.OutcomeUpstreamError
-			if ww.writeErr != nil || r.Context().Err() != nil {
-				abort = meter.OutcomeClientAbort
-			}
-			ww.measureHeld()
-			ww.release()
-			x.finish(abort, "stream_aborted")
-			panic(rec)
-		}
-	}()
-	err := next.ServeHTTP(ww, r)
-	ww.measureHeld()
-	ww.flushPending()
-	ww.release()
-	switch {
-	case err == nil && x.tap.M.StatusCode == 499 && r.Context().Err() != nil:
-		// reverse_proxy answers for a client that left before the
-		// upstream did with a 499 of its own and no error.
-		x.finish(meter.OutcomeClientAbort, "")
-	case err == nil:
-		x.finish(meter.OutcomeUnknown, "")
-	case r.Context().Err() != nil:
-		x.finish(meter.OutcomeClientAbort, "")
-	default:
-		x.finish(meter.OutcomeUpstreamError, handlerErrorType(err))
-	}
-	return err
-}
-
-// handlerErrorType names an error returned by the next handler: the HTTP
-// status Caddy will answer with (e.g. 502 when the upstream is down), else
-// _OTHER.
-func handlerErrorType(err error) string {
-	var he caddyhttp.HandlerError
-	if errors.As(err, &he) && he.StatusCode != 0 {
-		return fmt.Sprint(he.StatusCode)
-	}
-	return "_OTHER"
-}
-
-func isUpgrade(r *http.Request) bool {
-	return r.Method == http.MethodConnect || r.Header.Get("Upgrade") != ""
+	return h.mw.Serve(w, r, next.ServeHTTP)
 }
 
 // Interface guards

@@ -5,10 +5,8 @@ import (
 	"regexp"
 	"sort"
 
-	"github.com/caddyserver/caddy/v2"
-
+	"github.com/tokentap/tokentap/internal/exchange"
 	"github.com/tokentap/tokentap/internal/otelexport"
-	"github.com/tokentap/tokentap/internal/sink"
 )
 
 // DefaultMaxLabelValues caps the distinct values one label takes, process
@@ -21,13 +19,6 @@ const DefaultMaxLabelValues = 100
 const OverflowLabelValue = otelexport.OverflowLabelValue
 
 var labelNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-
-// labelDef is one configured label, ready to resolve.
-type labelDef struct {
-	name     string
-	template string
-	values   *otelexport.ValueSet
-}
 
 // provisionLabels checks and sorts the configured labels.
 func (h *Handler) provisionLabels() error {
@@ -43,32 +34,13 @@ func (h *Handler) provisionLabels() error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	h.labels = make([]labelDef, len(names))
+	h.cfg.Labels = make([]exchange.Label, len(names))
 	for i, name := range names {
-		h.labels[i] = labelDef{
-			name:     name,
-			template: h.Labels[name],
-			values:   otelexport.ValueSetFor(name, max),
+		h.cfg.Labels[i] = exchange.Label{
+			Name:     name,
+			Template: h.Labels[name],
+			Values:   otelexport.ValueSetFor(name, max),
 		}
 	}
 	return nil
-}
-
-// resolveLabels evaluates the labels' placeholders for one request, at its
-// end, so response placeholders work too.
-func (x *exchange) resolveLabels() []sink.Label {
-	defs := x.h.labels
-	if len(defs) == 0 {
-		return nil
-	}
-	repl, _ := x.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	out := make([]sink.Label, len(defs))
-	for i := range defs {
-		v := defs[i].template
-		if repl != nil {
-			v = repl.ReplaceAll(v, "")
-		}
-		out[i] = sink.Label{Name: defs[i].name, Value: defs[i].values.Admit(v)}
-	}
-	return out
 }

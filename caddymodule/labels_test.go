@@ -38,8 +38,8 @@ func TestProvisionLabels(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := []string{}
-			for _, d := range h.labels {
-				got = append(got, d.name)
+			for _, d := range h.cfg.Labels {
+				got = append(got, d.Name)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("labels %v, want %v", got, tt.want)

@@ -228,20 +228,6 @@ func (a *ProbeApp) logChange(t *probe.Target, err error) {
 	a.logger.Info("probe completing", zap.String("target", t.Name), zap.String("model", t.Model))
 }
 
-// takeProbeHeader reports whether h carries this process's probe token,
-// and removes the probe header, whatever its value: it is tokentap's own,
-// the upstream never sees it, and a client cannot set the label without
-// the token. A map lookup when the header is absent, which is every
-// client request.
-func takeProbeHeader(h http.Header) bool {
-	v, ok := h[probe.Header]
-	if !ok {
-		return false
-	}
-	delete(h, probe.Header)
-	return len(v) == 1 && probe.Recognize(v[0])
-}
-
 // parseProbeOption reads the tokentap_probe global option:
 //
 //	{

@@ -12,6 +12,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
+	"github.com/tokentap/tokentap/internal/exchange"
 	"github.com/tokentap/tokentap/internal/recording"
 )
 
@@ -117,9 +118,9 @@ func (h *Handler) provisionRecord() error {
 		logger.Warn("another handler opened this recording with other rotation settings; its settings apply",
 			zap.String("file", path), zap.Int64("roll_size", shared.cfg.RollSize), zap.Int("roll_keep", shared.cfg.RollKeep))
 	}
-	h.sinks = append(h.sinks, namedSink{"record", shared.Recorder})
-	release := h.lease.release
-	h.lease.release = func() {
+	h.cfg.Sinks = append(h.cfg.Sinks, exchange.Named{Name: "record", Sink: shared.Recorder})
+	release := h.cfg.Release
+	h.cfg.Release = func() {
 		_, _ = recorders.Delete(path)
 		release()
 	}

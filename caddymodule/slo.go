@@ -9,7 +9,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/slo"
 )
 
@@ -36,9 +35,9 @@ func (h *Handler) provisionSLO() error {
 	if len(h.SLOs) == 0 {
 		return nil
 	}
-	h.slos = new(slo.Table)
+	h.cfg.SLOs = new(slo.Table)
 	for _, s := range h.SLOs {
-		if err := h.slos.Add(s.Model, slo.Objective{
+		if err := h.cfg.SLOs.Add(s.Model, slo.Objective{
 			TimeToFirstToken:      time.Duration(s.TimeToFirstToken),
 			OutputTokensPerSecond: s.OutputTokensPerSecond,
 			Duration:              time.Duration(s.Duration),
@@ -47,16 +46,6 @@ func (h *Handler) provisionSLO() error {
 		}
 	}
 	return nil
-}
-
-// judge sets r's verdict under its model's objective, if it has one.
-func (x *exchange) judge(r *sink.Result) {
-	if x.h.slos.Empty() {
-		return
-	}
-	if o, ok := x.h.slos.Lookup(r.Model()); ok {
-		r.SLO = o.Judge(r.M)
-	}
 }
 
 // unmarshalSLO reads an slo line's arguments: an optional model pattern

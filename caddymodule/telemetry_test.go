@@ -51,8 +51,8 @@ const (
 // sinkNamed returns the provisioned handler's sink of that name.
 func sinkNamed(t testing.TB, h *Handler, name string) sink.Sink {
 	t.Helper()
-	for _, s := range h.sinks {
-		if s.name == name {
+	for _, s := range h.cfg.Sinks {
+		if s.Name == name {
 			return s.Sink
 		}
 	}

@@ -20,7 +20,7 @@ func (h *Handler) provisionTokenizer() error {
 		name = DefaultTokenizer
 	}
 	if name == "none" {
-		h.estimator = nil
+		h.cfg.Estimator = nil
 		return nil
 	}
 	c, err := tokencount.New(name)
@@ -30,6 +30,6 @@ func (h *Handler) provisionTokenizer() error {
 	if err := c.Load(); err != nil {
 		return fmt.Errorf("loading tokenizer %s: %v", name, err)
 	}
-	h.estimator = c
+	h.cfg.Estimator = c
 	return nil
 }

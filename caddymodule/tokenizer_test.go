@@ -101,8 +101,8 @@ func TestTokenizerConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (h.estimator == nil) != (tt.tokenizer == "none") {
-				t.Errorf("estimator %v for tokenizer %q", h.estimator, tt.tokenizer)
+			if (h.cfg.Estimator == nil) != (tt.tokenizer == "none") {
+				t.Errorf("estimator %v for tokenizer %q", h.cfg.Estimator, tt.tokenizer)
 			}
 		})
 	}

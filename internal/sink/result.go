@@ -1,13 +1,13 @@
 // Package sink says what a finished exchange is to everything that records
-// it, and holds the one recorder that needs neither Caddy nor
-// OpenTelemetry, the live stats.
+// it: the Result and the Sink contract, and no sink.
 //
-// A Result is built once, when an exchange ends, and handed to each Sink in
-// turn: the span and the metrics (package otelexport), the live stats
-// (Stats, here) and Caddy's access log (package caddymodule). Rules that
-// every sink must apply alike, such as which token counts are known, are
-// methods of Result, so that a new Measurement field or a new sink is an
-// edit in one place.
+// A Result is built once, when an exchange ends, recorded in its live
+// stats row (package stats), and handed to each Sink in turn: the span and
+// the metrics (package otelexport), the recording (package recording) and
+// Caddy's access log (package caddymodule). Sinks read it and do not
+// change it. Rules that every sink must apply alike, such as which token
+// counts are known, are methods of Result, so that a new Measurement field
+// or a new sink is an edit in one place.
 package sink
 
 import (
@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/internal/capture"
-	"github.com/tokentap/tokentap/internal/drift"
 	"github.com/tokentap/tokentap/internal/meter"
 	"github.com/tokentap/tokentap/internal/slo"
 )
@@ -67,13 +66,10 @@ type Result struct {
 	// SLO is the verdict of the objective configured for the model
 	// (slo.NotJudged when none is).
 	SLO slo.Verdict
-	// RowSlow is set by the stats sink, which records first, when the
-	// result's row was slow (package drift) once this result was counted:
-	// the span marks a request measured during a slowdown.
+	// RowSlow is set when the result's live stats row was slow (package
+	// drift) once this result was counted there, which happens before any
+	// sink runs: the span marks a request measured during a slowdown.
 	RowSlow bool
-	// Drift is the slowdown detector's configuration for a stats row
-	// this result creates (nil: the defaults).
-	Drift *drift.Config
 	// Content is the captured prompt and completion, when content capture
 	// is on for this exchange and its span is recorded; zero otherwise.
 	Content Content
@@ -106,8 +102,9 @@ func (r *Result) Model() string {
 
 // Sink records finished exchanges. Record is called once per exchange on
 // the request's goroutine, after the response was written; it must not
-// block on I/O. A panic in one sink costs that sink's record of the
-// exchange and nothing else (the adapter recovers it).
+// block on I/O, nor change r, nor keep it. A panic in one sink costs that
+// sink's record of the exchange and nothing else (package exchange
+// recovers it).
 type Sink interface {
 	Record(r *Result)
 }

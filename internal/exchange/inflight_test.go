@@ -1,4 +1,4 @@
-package inflight
+package exchange
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ func TestTableFor(t *testing.T) {
 		{"no model known", [3]any{"a", 80, ""}, [3]any{"a", 80, ""}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var tab Table
+			var tab inflightTable
 			ca := tab.For(tc.a[0].(string), tc.a[1].(int), tc.a[2].(string))
 			cb := tab.For(tc.b[0].(string), tc.b[1].(int), tc.b[2].(string))
 			if got := ca == cb; got != tc.wantShared {
@@ -30,7 +30,7 @@ func TestTableFor(t *testing.T) {
 }
 
 func TestCounterBeginEnd(t *testing.T) {
-	var tab Table
+	var tab inflightTable
 	c := tab.For("u", 1, "m")
 	for want := int64(0); want < 3; want++ {
 		if got := c.Begin(); got != want {
@@ -49,24 +49,24 @@ func TestCounterBeginEnd(t *testing.T) {
 	}
 }
 
-// TestTableOverflow holds the bound: past MaxKeys pairs, new ones share
+// TestTableOverflow holds the bound: past maxInflightKeys pairs, new ones share
 // the overflow counter and the table grows no more, while the pairs
 // already known keep their own.
 func TestTableOverflow(t *testing.T) {
-	var tab Table
+	var tab inflightTable
 	first := tab.For("u", 1, "model-0")
-	for i := 1; i < MaxKeys; i++ {
+	for i := 1; i < maxInflightKeys; i++ {
 		tab.For("u", 1, fmt.Sprintf("model-%d", i))
 	}
-	if got := tab.keys.Load(); got != MaxKeys {
-		t.Fatalf("keys = %d, want %d", got, MaxKeys)
+	if got := tab.keys.Load(); got != maxInflightKeys {
+		t.Fatalf("keys = %d, want %d", got, maxInflightKeys)
 	}
 	a, b := tab.For("u", 1, "late-a"), tab.For("u", 1, "late-b")
 	if a != &tab.overflow || b != &tab.overflow {
 		t.Fatal("pairs past the bound did not get the overflow counter")
 	}
-	if got := tab.keys.Load(); got != MaxKeys {
-		t.Fatalf("keys after overflow = %d, want %d", got, MaxKeys)
+	if got := tab.keys.Load(); got != maxInflightKeys {
+		t.Fatalf("keys after overflow = %d, want %d", got, maxInflightKeys)
 	}
 	if tab.For("u", 1, "model-0") != first {
 		t.Fatal("a known pair lost its counter once the table was full")
@@ -76,9 +76,9 @@ func TestTableOverflow(t *testing.T) {
 // TestTableConcurrent races many goroutines on one new pair: every one
 // must get the same counter, and the key count must rise by one.
 func TestTableConcurrent(t *testing.T) {
-	var tab Table
+	var tab inflightTable
 	const n = 64
-	got := make([]*Counter, n)
+	got := make([]*inflightCounter, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -101,7 +101,7 @@ func TestTableConcurrent(t *testing.T) {
 }
 
 func BenchmarkFor(b *testing.B) {
-	var tab Table
+	var tab inflightTable
 	tab.For("api.openai.com", 443, "gpt-4o")
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,12 +1,10 @@
-package caddymodule
+package exchange
 
 import (
 	"io"
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // responseWriter forwards every call to the client first and measures after,
@@ -21,21 +19,18 @@ import (
 // up to maxHeldWrites: in a proxy serving many streams, a stream's meter
 // state and the reading code have gone cold by its next event, and reading
 // eight events in a row pays for that once, not eight times
-// (BenchmarkMeterInterleaved; figures in docs/BENCHMARKS.md). Every event keeps the time it was
-// written; nothing reads the measurement before the response ends, when
-// the rest is read.
+// (BenchmarkMeterInterleaved; figures in docs/BENCHMARKS.md). Every event
+// keeps the time it was written; nothing reads the measurement before the
+// response ends, when the rest is read.
 //
-// Flushing, hijacking and deadlines reach the real writer through Unwrap
-// (promoted from ResponseWriterWrapper), which http.ResponseController
-// follows.
+// Flushing, hijacking and deadlines reach the real writer through Unwrap,
+// which http.ResponseController follows.
 //
 // The fields every Write and flush reads come first, in one cache line: in
 // a proxy serving many streams a stream's writer is cold by its next
-// event, and each line it touches is a miss (the profile in
-// docs/BENCHMARKS.md, "Issue 16: the writer's cache lines").
+// event, and each line it touches is a miss.
 type responseWriter struct {
-	// By value: a pointer would be one more line to load per write.
-	caddyhttp.ResponseWriterWrapper
+	http.ResponseWriter
 	x *exchange
 	// strip is x.strip, copied once the response began, so that Write
 	// need not load the exchange to learn it.
@@ -85,7 +80,7 @@ const (
 // status and headers. 1xx statuses pass through unmeasured; 101 (an upgrade)
 // switches measuring off for the exchange.
 func (w *responseWriter) WriteHeader(status int) {
-	w.ResponseWriterWrapper.WriteHeader(status)
+	w.ResponseWriter.WriteHeader(status)
 	if w.wroteHeader {
 		return
 	}
@@ -170,7 +165,7 @@ func (w *responseWriter) release() {
 
 // forward writes to the client, remembering the first failure.
 func (w *responseWriter) forward(p []byte) (int, error) {
-	n, err := w.ResponseWriterWrapper.Write(p)
+	n, err := w.ResponseWriter.Write(p)
 	if err != nil && w.writeErr == nil {
 		w.writeErr = err
 	}
@@ -178,8 +173,8 @@ func (w *responseWriter) forward(p []byte) (int, error) {
 }
 
 // ReadFrom keeps io.Copy callers (file_server, respond, error pages) on the
-// measured Write path; the embedded wrapper's ReadFrom would go straight to
-// the client and bypass the measurement.
+// measured Write path; the client's own ReadFrom would bypass the
+// measurement.
 func (w *responseWriter) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(writerOnly{w}, r)
 }
@@ -192,7 +187,7 @@ func (w *responseWriter) FlushError() error {
 		// the status and a later Write does not send a second header.
 		w.WriteHeader(http.StatusOK)
 	}
-	err := http.NewResponseController(&w.ResponseWriterWrapper).Flush() //nolint:bodyclose
+	err := http.NewResponseController(w.ResponseWriter).Flush() //nolint:bodyclose
 	if w.batchDue() {
 		w.measureHeld()
 	}
@@ -204,6 +199,25 @@ func (w *responseWriter) Flush() {
 	_ = w.FlushError()
 }
 
+// Unwrap gives http.ResponseController the client's writer, for
+// hijacking, deadlines and full duplex.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Push passes an HTTP/2 push on, where the client's writer can.
+func (w *responseWriter) Push(target string, opts *http.PushOptions) error {
+	if p, ok := w.ResponseWriter.(http.Pusher); ok {
+		return p.Push(target, opts)
+	}
+	return http.ErrNotSupported
+}
+
+// end measures what is still held, once the response has ended, and gives
+// the held buffer back.
+func (w *responseWriter) end() {
+	w.measureHeld()
+	w.release()
+}
+
 // writerOnly hides ReadFrom so io.Copy falls back to Write.
 type writerOnly struct{ io.Writer }
 
@@ -212,4 +226,5 @@ var (
 	_ http.ResponseWriter = (*responseWriter)(nil)
 	_ http.Flusher        = (*responseWriter)(nil)
 	_ io.ReaderFrom       = (*responseWriter)(nil)
+	_ http.Pusher         = (*responseWriter)(nil)
 )

@@ -1,4 +1,4 @@
-package bodytee
+package exchange
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func TestTee(t *testing.T) {
 				r = iotest.OneByteReader(r)
 			}
 			src := &closeRecorder{Reader: r}
-			tee := New(src, tc.limit, tc.contentLength)
+			tee := newBodyTee(src, tc.limit, tc.contentLength)
 			var passed []byte
 			var err error
 			if tc.readTo < 0 {
@@ -85,7 +85,7 @@ func TestTee(t *testing.T) {
 func TestTeeReadError(t *testing.T) {
 	boom := errors.New("connection reset")
 	src := &closeRecorder{Reader: io.MultiReader(strings.NewReader(`{"model":"m"`), iotest.ErrReader(boom))}
-	tee := New(src, 1<<20, 100)
+	tee := newBodyTee(src, 1<<20, 100)
 	_, err := io.ReadAll(tee)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want %v", err, boom)
@@ -101,7 +101,7 @@ func TestTeeReadError(t *testing.T) {
 // without the lock while the upload goes on (run under -race).
 func TestTeeSnapshotStable(t *testing.T) {
 	body := bytes.Repeat([]byte("0123456789"), 1000)
-	tee := New(io.NopCloser(iotest.HalfReader(bytes.NewReader(body))), 4096, -1)
+	tee := newBodyTee(io.NopCloser(iotest.HalfReader(bytes.NewReader(body))), 4096, -1)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = io.Copy(io.Discard, tee) })
 	for range 200 {

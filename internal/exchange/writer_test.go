@@ -1,4 +1,4 @@
-package caddymodule
+package exchange
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ func TestWriterHotFieldsFirst(t *testing.T) {
 		name      string
 		off, size uintptr
 	}{
-		{"ResponseWriterWrapper", unsafe.Offsetof(w.ResponseWriterWrapper), unsafe.Sizeof(w.ResponseWriterWrapper)},
+		{"ResponseWriter", unsafe.Offsetof(w.ResponseWriter), unsafe.Sizeof(w.ResponseWriter)},
 		{"x", unsafe.Offsetof(w.x), unsafe.Sizeof(w.x)},
 		{"strip", unsafe.Offsetof(w.strip), unsafe.Sizeof(w.strip)},
 		{"held", unsafe.Offsetof(w.held), unsafe.Sizeof(w.held)},
@@ -97,7 +97,7 @@ func TestWriterBatches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ww, x := benchWriter(t)
-			client := ww.ResponseWriterWrapper.ResponseWriter.(*discardWriter)
+			client := ww.ResponseWriter.(*discardWriter)
 			var sent, got bytes.Buffer
 			client.write = func(p []byte) { got.Write(p) }
 			var written []time.Time
@@ -116,13 +116,13 @@ func TestWriterBatches(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if n := x.tap.M.Chunks; n != int64(tt.want[i]) {
+				if n := x.m.M.Chunks; n != int64(tt.want[i]) {
 					t.Fatalf("after write %d the meter has read %d events, want %d", i, n, tt.want[i])
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
 			ww.measureHeld()
-			m := &x.tap.M
+			m := &x.m.M
 			if m.Chunks != int64(len(tt.writes)) {
 				t.Errorf("at the end the meter read %d events, want %d", m.Chunks, len(tt.writes))
 			}

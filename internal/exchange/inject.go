@@ -1,4 +1,4 @@
-package caddymodule
+package exchange
 
 import (
 	"net/http"
@@ -9,30 +9,30 @@ import (
 	"github.com/tokentap/tokentap/internal/exchange/injectusage"
 )
 
-// inject_usage: the request rewrite and the response stripper live in the
-// injectusage package, free of Caddy; this file ties them to the exchange:
-// the log line, the body kept for the measurement, and the order of
-// forwarding and measuring.
+// inject_usage: the request rewrite and the response stripper live in
+// package injectusage; this file ties them to the exchange: the log line,
+// the body kept for the measurement, and the order of forwarding and
+// measuring.
 
 // injectUsage rewrites a streaming chat request that did not ask for usage
 // so that it does. It returns the request to pass on and whether it changed
 // it; the body it read is kept for the measurement.
 func (x *exchange) injectUsage(r *http.Request) (*http.Request, bool) {
-	limit := x.h.MaxRequestBody
+	limit := x.cfg.MaxRequestBody
 	r, body, res := injectusage.Request(r, limit)
 	if res == injectusage.TooLarge {
 		length := zap.Skip() // a chunked body's length is not known
 		if r.ContentLength > limit {
 			length = zap.Int64("content_length", r.ContentLength)
 		}
-		x.h.logger.Info("inject_usage: request body over max_request_body; passing it through untouched",
+		x.cfg.Logger.Info("inject_usage: request body over max_request_body; passing it through untouched",
 			length, zap.Int64("max_request_body", limit))
 	}
 	x.fullBody = body
 	return r, res == injectusage.Injected
 }
 
-// usageStripper is the exchange's injectusage.Stripper. exchange.go makes it
+// usageStripper is the exchange's injectusage.Stripper. response makes it
 // with max, the event cap (max_event_size), which writeStripped hands to
 // the stripper.
 type usageStripper struct {
@@ -54,7 +54,7 @@ func (w *responseWriter) writeStripped(p []byte, at time.Time) (int, error) {
 	s.MaxEventSize = s.max
 	client, upstream := s.Strip(p)
 	if s.Passthrough() {
-		x.tap.Observer().Degrade("inject_usage_passthrough")
+		x.m.Observer().Degrade("inject_usage_passthrough")
 	}
 	var err error
 	if len(client) > 0 {

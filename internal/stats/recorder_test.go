@@ -1,4 +1,4 @@
-package sink
+package stats
 
 import (
 	"math"
@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/tokentap/tokentap/internal/meter"
-	"github.com/tokentap/tokentap/internal/stats"
+	"github.com/tokentap/tokentap/internal/sink"
 )
 
-// TestStatsSinkAllocations: a result lands in the row of its provider, model and
+// TestRecorderAllocations: a result lands in the row of its provider, model and
 // labels, and recording into an existing row allocates nothing.
-func TestStatsSinkAllocations(t *testing.T) {
-	store := stats.NewStore(stats.Options{})
-	s := Stats{Store: store}
+func TestRecorderAllocations(t *testing.T) {
+	store := NewStore(Options{})
+	s := Recorder{Store: store}
 	now := time.Now()
-	r := &Result{
+	r := &sink.Result{
 		M: &meter.Measurement{
 			Request: meter.Request{Model: "gpt-4o"}, ResponseModel: "gpt-4o-2024-08-06",
 			FirstToken: 100 * time.Millisecond, LastToken: time.Second, End: time.Second,
@@ -23,16 +23,16 @@ func TestStatsSinkAllocations(t *testing.T) {
 		},
 		End:      now,
 		Provider: "openai",
-		Labels:   []Label{{Name: "app", Value: "a"}, {Name: "team", Value: "t"}},
+		Labels:   []sink.Label{{Name: "app", Value: "a"}, {Name: "team", Value: "t"}},
 	}
 	s.Record(r)
-	rows := store.Aggregate(stats.Window1m, now).Rows()
+	rows := store.Aggregate(Window1m, now).Rows()
 	if len(rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rows))
 	}
 	k := rows[0].Key
 	if k.Provider != "openai" || k.Model != "gpt-4o-2024-08-06" || len(k.Labels) != 2 ||
-		k.Labels[0] != (stats.Label{Name: "app", Value: "a"}) || k.Labels[1] != (stats.Label{Name: "team", Value: "t"}) {
+		k.Labels[0] != (Label{Name: "app", Value: "a"}) || k.Labels[1] != (Label{Name: "team", Value: "t"}) {
 		t.Errorf("row key %+v", k)
 	}
 	if rows[0].Counts.Requests != 1 {
@@ -46,10 +46,10 @@ func TestStatsSinkAllocations(t *testing.T) {
 	}
 }
 
-// TestStatsSinkCost: a result with a cost adds it to its row's cost
+// TestRecorderCost: a result with a cost adds it to its row's cost
 // distribution and total; one without (unpriced, or not billable) adds
 // neither, so the row's cost count says how many requests were priced.
-func TestStatsSinkCost(t *testing.T) {
+func TestRecorderCost(t *testing.T) {
 	tests := []struct {
 		name      string
 		costs     []float64 // one result per entry; negative: no cost
@@ -63,11 +63,11 @@ func TestStatsSinkCost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := stats.NewStore(stats.Options{})
-			s := Stats{Store: store}
+			store := NewStore(Options{})
+			s := Recorder{Store: store}
 			now := time.Now()
 			for _, c := range tt.costs {
-				r := &Result{
+				r := &sink.Result{
 					M: &meter.Measurement{
 						Request: meter.Request{Model: "gpt-4o"}, End: time.Second,
 						Usage: meter.Usage{InputTokens: 3, OutputTokens: 10, Source: meter.UsageReported},
@@ -81,11 +81,11 @@ func TestStatsSinkCost(t *testing.T) {
 				}
 				s.Record(r)
 			}
-			rows := store.Aggregate(stats.Window1m, now).Rows()
+			rows := store.Aggregate(Window1m, now).Rows()
 			if len(rows) != 1 {
 				t.Fatalf("%d rows, want 1", len(rows))
 			}
-			if got := rows[0].Count(stats.Cost); got != tt.wantCount {
+			if got := rows[0].Count(Cost); got != tt.wantCount {
 				t.Errorf("cost count %d, want %d", got, tt.wantCount)
 			}
 			if got := rows[0].Counts.CostUSD; math.Abs(got-tt.wantTotal) > 1e-15 {
@@ -95,13 +95,13 @@ func TestStatsSinkCost(t *testing.T) {
 	}
 }
 
-// TestStatsSinkInflight: a result whose response began is filed under its
+// TestRecorderInflight: a result whose response began is filed under its
 // in-flight level, itself counted; one without is in no bucket.
-func TestStatsSinkInflight(t *testing.T) {
-	store := stats.NewStore(stats.Options{})
-	s := Stats{Store: store}
+func TestRecorderInflight(t *testing.T) {
+	store := NewStore(Options{})
+	s := Recorder{Store: store}
 	now := time.Now()
-	for _, r := range []*Result{
+	for _, r := range []*sink.Result{
 		{Inflight: 0, InflightKnown: true}, // alone: level 1
 		{Inflight: 2, InflightKnown: true}, // two ahead: level 3
 		{Inflight: 0},                      // no response began
@@ -110,7 +110,7 @@ func TestStatsSinkInflight(t *testing.T) {
 		r.End, r.Provider = now, "openai"
 		s.Record(r)
 	}
-	rep := store.Aggregate(stats.Window1m, now).Report(now)
+	rep := store.Aggregate(Window1m, now).Report(now)
 	got := rep.Rows[0].ByInflight
 	if len(got) != 2 || got[0].InflightMin != 1 || got[0].Requests != 1 || got[1].InflightMin != 2 || got[1].Requests != 1 {
 		t.Errorf("by_inflight %+v, want one request at 1 and one at 2-3", got)

@@ -1,4 +1,4 @@
-package caddymodule
+package exchange
 
 import (
 	"testing"
@@ -16,8 +16,8 @@ import (
 // say how often and which exchanges (otelexport).
 func TestDegradedLoggedOnce(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
-	h := &Handler{logger: zap.New(core), logOnce: new(onceLog)}
-	x := &exchange{h: h}
+	mw := New(Config{Logger: zap.New(core)})
+	x := &exchange{mw: mw, cfg: &mw.cfg}
 	measurements := []meter.Measurement{
 		{Dialect: "bedrock_invoke", Degraded: 2, DegradedReason: "invoke_chunk_unknown", Request: meter.Request{Model: "example.new-model-v1:0"}},
 		{Dialect: "bedrock_invoke", Degraded: 1, DegradedReason: "invoke_chunk_unknown", Request: meter.Request{Model: "example.other-v1:0"}},

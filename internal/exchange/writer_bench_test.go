@@ -1,4 +1,4 @@
-package caddymodule
+package exchange
 
 import (
 	"bytes"
@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/internal/otelexport"
-	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/stats"
 )
 
@@ -39,13 +37,14 @@ func (d *discardWriter) Flush() {}
 
 // BenchmarkWrite compares one SSE event written through tokentap's writer
 // (forward, then decode and read the event) with the same event written
-// through the bare wrapper that every Caddy middleware uses. The difference
-// is what tokentap adds to each Write on the proxy's hot path.
+// through a bare wrapper, the struct embedding the ResponseWriter that
+// every Caddy middleware uses (caddyhttp.ResponseWriterWrapper). The
+// difference is what tokentap adds to each Write on the proxy's hot path.
 func BenchmarkWrite(b *testing.B) {
 	events := bytes.SplitAfter(fixture(b, "chat_usage.sse"), []byte("\n\n"))
 	content := events[2]
-	b.Run("caddy-wrapper", func(b *testing.B) {
-		w := &caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{}}}
+	b.Run("bare-wrapper", func(b *testing.B) {
+		w := &bareWrapper{ResponseWriter: &discardWriter{h: http.Header{}}}
 		b.SetBytes(int64(len(content)))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -90,33 +89,34 @@ func BenchmarkWrite(b *testing.B) {
 func BenchmarkExchange(b *testing.B) {
 	body := fixture(b, "chat_usage.sse")
 	events := bytes.SplitAfter(body, []byte("\n\n"))
-	h := benchHandler(b)
+	mw := benchMiddleware(b)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		streamExchange(h, events).finish(0, "")
+		streamExchange(mw, events).finish(0, "")
 	}
 }
 
-// streamExchange runs one request through h as ServeHTTP does, up to its
+// bareWrapper is the wrapper every Caddy middleware uses.
+type bareWrapper struct{ http.ResponseWriter }
+
+// streamExchange runs one request through mw as Serve does, up to its
 // finish: begin, prepare, the events written, what was held measured and
 // the writer's buffer given back. The caller finishes the exchange.
-func streamExchange(h *Handler, events [][]byte) *exchange {
+func streamExchange(mw *Middleware, events [][]byte) *exchange {
 	r := benchRequest()
-	x := h.begin(r)
+	x := mw.begin(r)
 	x.prepare(r)
-	w := &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}}, x: x}
+	w := &responseWriter{ResponseWriter: &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}, x: x}
 	for _, ev := range events {
 		_, _ = w.Write(ev)
 	}
-	w.measureHeld()
-	w.release()
+	w.end()
 	return x
 }
 
 // BenchmarkRequestSetup is the part of BenchmarkExchange that is not
-// tokentap's: building the request and Caddy's replacer, as Caddy does for
-// every request before any handler runs. BenchmarkExchange less this is
+// tokentap's: building the request. BenchmarkExchange less this is
 // tokentap's share of a request.
 func BenchmarkRequestSetup(b *testing.B) {
 	b.ReportAllocs()
@@ -125,29 +125,41 @@ func BenchmarkRequestSetup(b *testing.B) {
 	}
 }
 
-func benchHandler(b testing.TB) *Handler {
+// benchMiddleware is a Middleware with what the Caddy handler gives it by
+// default, but for Caddy's access log: the live stats, the span and the
+// metrics, and the tokenizer.
+func benchMiddleware(b testing.TB) *Middleware {
 	b.Helper()
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	b.Cleanup(cancel)
-	h := &Handler{}
-	if err := h.Provision(ctx); err != nil {
+	p, release, err := otelexport.AcquireMeterProvider(context.Background(), zap.NewNop())
+	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = h.Cleanup() })
-	// A live stats store of the benchmark's own, doing the process-wide
-	// one's work without its health log: the benchmarks' synthetic
-	// streams swing by orders of magnitude and would print a change
-	// between results.
-	for i := range h.sinks {
-		if h.sinks[i].name == "stats" {
-			h.sinks[i].Sink = sink.Stats{Store: stats.NewStore(stats.Options{})}
-		}
+	cfg := Config{
+		MaxRequestBody:  4 << 20,
+		MaxResponseBody: 4 << 20,
+		Estimator:       testEstimator(),
+		// A live stats store of the benchmark's own, doing the
+		// process-wide one's work without its health log: the
+		// benchmarks' synthetic streams swing by orders of magnitude and
+		// would print a change between results.
+		Rows: stats.Recorder{Store: stats.NewStore(stats.Options{})},
+		// A recording provider, so span attributes are really built and
+		// each ended span is snapshotted, as for an exporter; the
+		// processor keeps none, so the heap does not grow with b.N.
+		Tracer:     otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discardSpans{}))),
+		Propagator: otelexport.Propagator(),
+		Sinks:      []Named{{Name: "span", Sink: otelexport.Spans{}}},
+		Host: Host{Upstream: func(*http.Request) (string, int) {
+			return "api.openai.com", 443
+		}},
+		Release: release,
 	}
-	// A recording provider, so span attributes are really built and each
-	// ended span is snapshotted, as for an exporter; the processor keeps
-	// none, so the heap does not grow with b.N.
-	h.tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discardSpans{})))
-	return h
+	if p.Instruments.Enabled() {
+		cfg.Sinks = append(cfg.Sinks, Named{Name: "metrics", Sink: p.Instruments})
+	}
+	mw := New(cfg)
+	b.Cleanup(mw.Close)
+	return mw
 }
 
 // discardSpans is a span processor that lets every span go.
@@ -160,22 +172,21 @@ func (discardSpans) ForceFlush(context.Context) error                { return ni
 
 func benchRequest() *http.Request {
 	r, _ := http.NewRequest("POST", "http://localhost/v1/chat/completions", bytes.NewReader([]byte(`{"model":"gpt-4o-mini","stream":true}`)))
-	return caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+	return r
 }
 
 func benchWriter(b testing.TB) (*responseWriter, *exchange) {
-	h := benchHandler(b)
+	mw := benchMiddleware(b)
 	r := benchRequest()
-	x := h.begin(r)
+	x := mw.begin(r)
 	x.prepare(r)
 	dw := &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}
-	return &responseWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: dw}, x: x}, x
+	return &responseWriter{ResponseWriter: dw, x: x}, x
 }
 
 // BenchmarkFinish is the per-request work after the stream, alone: the
-// meter's finish, the span's attributes and end, the metric points, the
-// live stats and the access log, for a completed stream with reported
-// usage. Only the finish is timed and counted: exchanges are streamed with
+// meter's finish, the span's attributes and end, the metric points and
+// the live stats, for a completed stream with reported usage. Only the finish is timed and counted: exchanges are streamed with
 // the timer stopped, finishBatch at a time, and then finished in a row, so
 // that stopping the timer (which stops the world to read the memory
 // statistics) is not paid per finish.
@@ -183,14 +194,14 @@ func BenchmarkFinish(b *testing.B) {
 	const finishBatch = 256
 	body := fixture(b, "chat_usage.sse")
 	events := bytes.SplitAfter(body, []byte("\n\n"))
-	h := benchHandler(b)
+	mw := benchMiddleware(b)
 	xs := make([]*exchange, 0, finishBatch)
 	b.ReportAllocs()
 	b.StopTimer()
 	for done := 0; done < b.N; {
 		xs = xs[:0]
 		for range min(finishBatch, b.N-done) {
-			xs = append(xs, streamExchange(h, events))
+			xs = append(xs, streamExchange(mw, events))
 		}
 		b.StartTimer()
 		for _, x := range xs {

@@ -1,4 +1,4 @@
-package caddymodule
+package exchange
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestInjectUsage(t *testing.T) {
 			cuts = append(cuts, c)
 		}
 		var sent []byte
-		hs := newHarness(t, &Handler{InjectUsage: true}, func(w http.ResponseWriter, r *http.Request) error {
+		hs := newHarness(t, Config{InjectUsage: true}, func(w http.ResponseWriter, r *http.Request) error {
 			sent, _ = io.ReadAll(r.Body)
 			if r.ContentLength != int64(len(sent)) {
 				t.Errorf("ContentLength %d for a %d-byte body", r.ContentLength, len(sent))
@@ -69,7 +69,7 @@ func TestInjectUsageLeavesOthersAlone(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var sent []byte
-			hs := newHarness(t, &Handler{InjectUsage: true, MaxRequestBody: 1024}, func(w http.ResponseWriter, r *http.Request) error {
+			hs := newHarness(t, Config{InjectUsage: true, MaxRequestBody: 1024}, func(w http.ResponseWriter, r *http.Request) error {
 				sent, _ = io.ReadAll(r.Body)
 				return streamUpstream(body, nil)(w, r)
 			})
@@ -93,7 +93,7 @@ func TestInjectUsageLeavesOthersAlone(t *testing.T) {
 // upstream stops is still delivered.
 func TestInjectUsageTruncatedStream(t *testing.T) {
 	body := []byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\ndata: {\"choices\":[{\"delta\":{\"con")
-	hs := newHarness(t, &Handler{InjectUsage: true}, streamUpstream(body, nil))
+	hs := newHarness(t, Config{InjectUsage: true}, streamUpstream(body, nil))
 	resp := post(t, hs.srv.URL, `{"model":"m","stream":true}`)
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

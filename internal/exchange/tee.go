@@ -1,8 +1,4 @@
-// Package bodytee copies the first bytes of a request body as the upstream
-// reads it, so that the model and parameters can be read without holding
-// back the upload. The copy is capped; the upload is not. Like package
-// meter it knows nothing of Caddy or OpenTelemetry.
-package bodytee
+package exchange
 
 import (
 	"io"
@@ -13,13 +9,13 @@ import (
 // known (chunked uploads): most chat requests' parameters come early.
 const initialSize = 512
 
-// Tee is an io.ReadCloser that passes the body's bytes through unchanged
+// bodyTee is an io.ReadCloser that passes the body's bytes through unchanged
 // and keeps a copy of up to its limit.
 //
 // The transport may read the body on its own goroutine while the response
 // already arrives on the request's, hence the lock. It is per request, so
 // no two requests ever contend on it.
-type Tee struct {
+type bodyTee struct {
 	body io.ReadCloser
 
 	mu        sync.Mutex
@@ -29,18 +25,18 @@ type Tee struct {
 	eof       bool
 }
 
-// New wraps body, copying up to limit bytes. contentLength, when known
+// newBodyTee wraps body, copying up to limit bytes. contentLength, when known
 // (positive), sizes the copy once.
-func New(body io.ReadCloser, limit, contentLength int64) *Tee {
+func newBodyTee(body io.ReadCloser, limit, contentLength int64) *bodyTee {
 	size := min(int64(initialSize), limit)
 	if contentLength > 0 {
 		size = min(contentLength, limit)
 	}
-	return &Tee{body: body, limit: int(limit), buf: make([]byte, 0, max(size, 0))}
+	return &bodyTee{body: body, limit: int(limit), buf: make([]byte, 0, max(size, 0))}
 }
 
 // Read reads from the body and copies what fits under the limit.
-func (t *Tee) Read(p []byte) (int, error) {
+func (t *bodyTee) Read(p []byte) (int, error) {
 	n, err := t.body.Read(p)
 	if n > 0 || err == io.EOF {
 		t.mu.Lock()
@@ -60,13 +56,13 @@ func (t *Tee) Read(p []byte) (int, error) {
 }
 
 // Close closes the body.
-func (t *Tee) Close() error { return t.body.Close() }
+func (t *bodyTee) Close() error { return t.body.Close() }
 
 // Snapshot returns the bytes copied so far. They are never rewritten (the
 // tee only appends), so the caller may read them without the lock.
 // truncated is true once a read went past the limit; complete once the
 // whole body has passed or the limit was reached.
-func (t *Tee) Snapshot() (body []byte, truncated, complete bool) {
+func (t *bodyTee) Snapshot() (body []byte, truncated, complete bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.buf[:len(t.buf):len(t.buf)], t.truncated, t.eof || t.truncated

@@ -1,4 +1,4 @@
-package caddymodule
+package exchange
 
 import (
 	"bufio"
@@ -14,11 +14,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -27,23 +26,22 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/meter/tokencount"
 	"github.com/tokentap/tokentap/internal/otelexport"
 	"github.com/tokentap/tokentap/sse"
 )
 
-// integrationSpans records the spans of the handlers that a real Caddy
-// provisions in integration tests; they get their provider through the
-// shared, reference-counted path, which the override feeds.
-var integrationSpans = tracetest.NewSpanRecorder()
-
-func TestMain(m *testing.M) {
-	otelexport.TracerProviderOverride = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(integrationSpans))
-	os.Exit(m.Run())
-}
+// Attributes the tests read often.
+const (
+	attrUsageSource      = attribute.Key("tokentap.usage.source")
+	attrOutcome          = attribute.Key("tokentap.outcome")
+	attrDegradedReason   = attribute.Key("tokentap.degraded.reason")
+	attrContentTruncated = attribute.Key("tokentap.content.truncated")
+	attrDialect          = attribute.Key("tokentap.dialect")
+)
 
 // checkLeaks fails t if goroutines started during the test outlive it, for
-// example a measurement left running after an aborted stream. Caddy's own
-// goroutines from integration tests, already running, are ignored.
+// example a measurement left running after an aborted stream.
 func checkLeaks(t *testing.T) {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
@@ -53,46 +51,68 @@ func checkLeaks(t *testing.T) {
 	})
 }
 
-// harness is one provisioned Handler with its own in-memory span recorder,
-// served over a real loopback HTTP server so that flushing, hijacking and
-// client disconnects behave as they do in Caddy.
+// upstreamFunc stands in for the proxy that Serve wraps: it reads the
+// request and writes the response, as reverse_proxy does.
+type upstreamFunc func(http.ResponseWriter, *http.Request) error
+
+// harness is one Middleware with its own in-memory span recorder, served
+// over a real loopback HTTP server with plain net/http, so that flushing,
+// hijacking and client disconnects behave as they do in a server.
 type harness struct {
-	h        *Handler
+	mw       *Middleware
 	spans    *tracetest.SpanRecorder
 	srv      *httptest.Server
-	upstream caddyhttp.HandlerFunc
-	// handlerErr receives what ServeHTTP returned (or the panic value).
+	upstream upstreamFunc
+	// handlerErr receives what Serve returned (or the panic value).
 	handlerErr chan any
 }
 
-func newHarness(t *testing.T, h *Handler, upstream caddyhttp.HandlerFunc) *harness {
+// testEstimator is the tokenizer the exchanges count usage-less streams
+// with, as the Caddy handler's default does.
+var testEstimator = sync.OnceValue(func() meter.Estimator {
+	c, err := tokencount.New("o200k_base")
+	if err != nil {
+		panic(err)
+	}
+	if err := c.Load(); err != nil {
+		panic(err)
+	}
+	return c
+})
+
+// newHarness serves cfg, filled with what a host would give it: the span
+// sink with a recorder of the test's own, the upstream api.openai.com:443,
+// the request and response caps and the tokenizer.
+func newHarness(t *testing.T, cfg Config, upstream upstreamFunc) *harness {
 	t.Helper()
 	checkLeaks(t)
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	t.Cleanup(cancel)
-	if err := h.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Each unit test sees only its own spans.
 	rec := tracetest.NewSpanRecorder()
-	h.tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	if err := h.Validate(); err != nil {
-		t.Fatal(err)
+	cfg.Tracer = otelexport.Tracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	cfg.Propagator = otelexport.Propagator()
+	cfg.Sinks = append(cfg.Sinks, Named{Name: "span", Sink: otelexport.Spans{}})
+	if cfg.Host.Upstream == nil {
+		cfg.Host.Upstream = func(*http.Request) (string, int) { return "api.openai.com", 443 }
 	}
-	t.Cleanup(func() { _ = h.Cleanup() })
-	hs := &harness{h: h, spans: rec, upstream: upstream, handlerErr: make(chan any, 1)}
+	if cfg.MaxRequestBody == 0 {
+		cfg.MaxRequestBody = 4 << 20
+	}
+	if cfg.MaxResponseBody == 0 {
+		cfg.MaxResponseBody = 4 << 20
+	}
+	if cfg.Estimator == nil {
+		cfg.Estimator = testEstimator()
+	}
+	mw := New(cfg)
+	t.Cleanup(mw.Close)
+	hs := &harness{mw: mw, spans: rec, upstream: upstream, handlerErr: make(chan any, 1)}
 	hs.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		repl := caddy.NewReplacer()
-		repl.Set("http.reverse_proxy.upstream.host", "api.openai.com")
-		repl.Set("http.reverse_proxy.upstream.port", "443")
-		r = caddyhttp.PrepareRequest(r, repl, w, &caddyhttp.Server{})
 		defer func() {
 			if rec := recover(); rec != nil {
 				hs.handlerErr <- rec
 				panic(rec)
 			}
 		}()
-		err := h.ServeHTTP(w, r, hs.upstream)
+		err := mw.Serve(w, r, hs.upstream)
 		if err != nil {
 			w.WriteHeader(http.StatusBadGateway)
 		}
@@ -100,6 +120,16 @@ func newHarness(t *testing.T, h *Handler, upstream caddyhttp.HandlerFunc) *harne
 	}))
 	t.Cleanup(hs.srv.Close)
 	return hs
+}
+
+// dialect is the registered dialect name, to force in a Config.
+func dialect(t *testing.T, name string) *meter.DialectInfo {
+	t.Helper()
+	d, ok := meter.LookupDialect(name)
+	if !ok {
+		t.Fatalf("no dialect %q", name)
+	}
+	return &d
 }
 
 // span waits for the handler to return and gives the one span it ended.
@@ -128,7 +158,7 @@ func post(t *testing.T, url, body string) *http.Response {
 
 // streamUpstream writes body as reverse_proxy does: headers, then each piece
 // followed by a flush.
-func streamUpstream(body []byte, cuts []int) caddyhttp.HandlerFunc {
+func streamUpstream(body []byte, cuts []int) upstreamFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -177,7 +207,7 @@ func TestTransparency(t *testing.T) {
 				cuts = append(cuts, c)
 			}
 			t.Run(filepath.Base(f), func(t *testing.T) {
-				hs := newHarness(t, &Handler{}, streamUpstream(body, cuts))
+				hs := newHarness(t, Config{}, streamUpstream(body, cuts))
 				resp := post(t, hs.srv.URL, `{"model":"gpt-4o-mini","stream":true}`)
 				got, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
@@ -199,7 +229,7 @@ func TestNoBuffering(t *testing.T) {
 	events := bytes.SplitAfter(fixture(t, "chat_usage.sse"), []byte("\n\n"))
 	events = events[:len(events)-1]
 	next := make(chan struct{})
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+	hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, ev := range events {
 			_, _ = w.Write(ev)
@@ -236,7 +266,7 @@ func TestNoBuffering(t *testing.T) {
 func TestSpanContract(t *testing.T) {
 	body := fixture(t, "chat_usage.sse")
 	var upstreamTraceparent string
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+	hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 		upstreamTraceparent = r.Header.Get("traceparent")
 		return streamUpstream(body, []int{100, 900, 2000})(w, r)
 	})
@@ -344,7 +374,7 @@ func equalValue(got, want any) bool {
 // TestJoinsTracingSpan: when Caddy's tracing handler made a span, tokentap's
 // span is its child and that span's trace continues upstream.
 func TestJoinsTracingSpan(t *testing.T) {
-	hs := newHarness(t, &Handler{}, streamUpstream(fixture(t, "chat_usage.sse"), nil))
+	hs := newHarness(t, Config{}, streamUpstream(fixture(t, "chat_usage.sse"), nil))
 	serverTP := sdktrace.NewTracerProvider()
 	inner := hs.srv.Config.Handler
 	hs.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -373,10 +403,10 @@ func TestJoinsTracingSpan(t *testing.T) {
 func TestUpstreamErrorStatus(t *testing.T) {
 	for _, status := range []int{400, 429, 500, 503} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
-			hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+			hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(status)
-				_, _ = w.Write(fixture(t, "../../internal/meter/testdata/openai/error_429.json"))
+				_, _ = w.Write(fixture(t, "../../meter/testdata/openai/error_429.json"))
 				return nil
 			})
 			resp := post(t, hs.srv.URL, `{"model":"gpt-4o","stream":true}`)
@@ -405,34 +435,12 @@ func TestUpstreamErrorStatus(t *testing.T) {
 	}
 }
 
-// TestUpstreamDown: reverse_proxy returns an error and never writes; the
-// span says why, and the error reaches Caddy unchanged.
-func TestUpstreamDown(t *testing.T) {
-	want := caddyhttp.Error(http.StatusBadGateway, errors.New("dial tcp: connection refused"))
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error { return want })
-	resp := post(t, hs.srv.URL, `{"model":"gpt-4o"}`)
-	resp.Body.Close()
-	select {
-	case got := <-hs.handlerErr:
-		hs.handlerErr <- got
-		if !errors.Is(got.(error), want.Err) {
-			t.Errorf("handler returned %v, want %v", got, want)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("handler did not return")
-	}
-	a := attrs(hs.span(t))
-	if a["error.type"].AsString() != "502" || a[attrOutcome].AsString() != "upstream_error" {
-		t.Errorf("error.type %v outcome %v", a["error.type"], a[attrOutcome])
-	}
-}
-
 // TestAbortPanics: reverse_proxy's http.ErrAbortHandler panic still ends the
 // span, with the right outcome, and goes on to net/http.
 func TestAbortPanics(t *testing.T) {
 	events := bytes.SplitAfter(fixture(t, "chat_usage.sse"), []byte("\n\n"))
 	t.Run("upstream broke mid-stream", func(t *testing.T) {
-		hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+		hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Content-Type", "text/event-stream")
 			for _, ev := range events[:5] {
 				_, _ = w.Write(ev)
@@ -461,7 +469,7 @@ func TestAbortPanics(t *testing.T) {
 	})
 	t.Run("client left mid-stream", func(t *testing.T) {
 		clientGone := make(chan struct{})
-		hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+		hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Content-Type", "text/event-stream")
 			for _, ev := range events[:3] {
 				_, _ = w.Write(ev)
@@ -518,7 +526,7 @@ func init() {
 func TestMeasuringPanicNeverReachesTraffic(t *testing.T) {
 	body := fixture(t, "chat_usage.sse")
 	before := internalPanics.Load()
-	hs := newHarness(t, &Handler{Dialect: "test_panic"}, streamUpstream(body, []int{10, 500, 1500}))
+	hs := newHarness(t, Config{Dialect: dialect(t, "test_panic")}, streamUpstream(body, []int{10, 500, 1500}))
 	resp := post(t, hs.srv.URL, `{"model":"gpt-4o-mini","stream":true}`)
 	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -537,7 +545,7 @@ func TestMeasuringPanicNeverReachesTraffic(t *testing.T) {
 // TestReadFromIsMeasured: io.Copy into the writer goes through Write.
 func TestReadFromIsMeasured(t *testing.T) {
 	body := fixture(t, "chat_usage.sse")
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+	hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, err := io.Copy(w, bytes.NewReader(body))
 		return err
@@ -556,7 +564,7 @@ func TestReadFromIsMeasured(t *testing.T) {
 // TestUpgradePassesThrough: hijacking works through the wrapper chain and
 // upgrades are not measured.
 func TestUpgradePassesThrough(t *testing.T) {
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+	hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return err
@@ -585,7 +593,7 @@ func TestUpgradePassesThrough(t *testing.T) {
 // TestHijackThroughWrapper: a handler below tokentap can hijack through the
 // measuring wrapper (reverse_proxy does this for 101 responses).
 func TestHijackThroughWrapper(t *testing.T) {
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+	hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return err
@@ -608,14 +616,14 @@ func TestHijackThroughWrapper(t *testing.T) {
 func TestRequestBodyTee(t *testing.T) {
 	big := `{"model":"gpt-4o","stream":false,"messages":[{"role":"user","content":"` + strings.Repeat("x", 1<<20) + `"}]}`
 	var received int
-	hs := newHarness(t, &Handler{MaxRequestBody: 1024}, func(w http.ResponseWriter, r *http.Request) error {
+	hs := newHarness(t, Config{MaxRequestBody: 1024}, func(w http.ResponseWriter, r *http.Request) error {
 		b, err := io.ReadAll(r.Body)
 		received = len(b)
 		if err != nil {
 			return err
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, err = w.Write(fixture(t, "../../internal/meter/testdata/openai/chat_completion.json"))
+		_, err = w.Write(fixture(t, "../../meter/testdata/openai/chat_completion.json"))
 		return err
 	})
 	resp := post(t, hs.srv.URL, big)
@@ -638,7 +646,7 @@ func TestRequestBodyTee(t *testing.T) {
 // returns; scribbling over it afterwards must not change what is measured.
 func TestReusedBuffer(t *testing.T) {
 	body := fixture(t, "chat_usage.sse")
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+	hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/event-stream")
 		buf := make([]byte, 37)
 		for off := 0; off < len(body); off += len(buf) {
@@ -667,7 +675,7 @@ func TestReusedBuffer(t *testing.T) {
 // TestFlushBeforeHeader: a flush before any header commits 200 once, and the
 // exchange is measured as a 200.
 func TestFlushBeforeHeader(t *testing.T) {
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+	hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/event-stream")
 		if err := http.NewResponseController(w).Flush(); err != nil {
 			return err
@@ -687,8 +695,8 @@ func TestFlushBeforeHeader(t *testing.T) {
 // TestDialectFromMediaType: on a path no dialect claims, the response's
 // media type picks the dialect when it is telling (NDJSON is Ollama's).
 func TestDialectFromMediaType(t *testing.T) {
-	body := fixture(t, "../../internal/meter/testdata/ollama/chat.ndjson")
-	hs := newHarness(t, &Handler{}, func(w http.ResponseWriter, r *http.Request) error {
+	body := fixture(t, "../../meter/testdata/ollama/chat.ndjson")
+	hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		_, err := w.Write(body)

@@ -1,0 +1,70 @@
+package exchange
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tokentap/tokentap/internal/capture"
+	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/sink"
+)
+
+// CaptureHeader turns content capture off for one request ("off"). It is
+// tokentap's own: it is removed before the request goes upstream, whatever
+// its value.
+const CaptureHeader = "Tokentap-Capture-Content"
+
+// prepareCapture decides whether this exchange's content is captured and
+// removes tokentap's header from the request before it goes upstream.
+func (x *exchange) prepareCapture(r *http.Request) {
+	values := r.Header.Values(CaptureHeader)
+	if len(values) > 0 {
+		r.Header.Del(CaptureHeader)
+	}
+	if !x.cfg.Capture {
+		return
+	}
+	for _, v := range values {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "off", "false", "no", "none", "0":
+			return
+		}
+	}
+	x.output = capture.NewOutput(int(x.cfg.MaxContentSize))
+}
+
+// captureResponse hands the generated text to the capture from now on;
+// it is called once the meter is set up for the response, which may have
+// started it over in another dialect.
+func (x *exchange) captureResponse() {
+	if x.output != nil {
+		x.m.SetTextSink(x.output)
+	}
+}
+
+// content captures a finished exchange's content, when it is captured and
+// its span is recorded: the request body as the system instructions and
+// input messages, the text the meter handed out as the output messages.
+func (x *exchange) content(m *meter.Measurement) sink.Content {
+	if x.output == nil || !x.span.IsRecording() {
+		return sink.Content{}
+	}
+	max := int(x.cfg.MaxContentSize)
+	var body []byte
+	switch {
+	case x.fullBody != nil:
+		body = x.fullBody
+	case x.tee != nil:
+		body, _, _ = x.tee.Snapshot()
+	}
+	var c sink.Content
+	c.System, c.Input = capture.Input(m.Dialect, body, max)
+	if m.Request.Truncated {
+		c.System.Truncated = c.System.Truncated || c.System.JSON != ""
+		c.Input.Truncated = c.Input.Truncated || c.Input.JSON != ""
+	}
+	if m.StatusCode < 400 {
+		c.Output = x.output.Result(m.FinishReasons, m.Outcome == meter.OutcomeCompleted, max)
+	}
+	return c
+}
