@@ -16,10 +16,10 @@ import (
 )
 
 // The handlers this package's tests provision, in unit harnesses and in
-// the real Caddy of the integration tests, get the real meter pipeline with
-// its Prometheus reader but push to no OTLP endpoint: there is none, and
-// every final flush would wait for the exporter's timeout. (An init, not
-// TestMain, so that this file owns the setting.)
+// the real Caddy of the integration tests, get the real MeterProvider
+// pipeline with its Prometheus reader but push to no OTLP endpoint: there
+// is none, and every final flush would wait for the exporter's timeout.
+// (An init, not TestMain, so that this file owns the setting.)
 func init() {
 	otelexport.MetricReadersOverride = func(...sdkmetric.ReaderOption) []sdkmetric.Reader { return nil }
 }

@@ -105,19 +105,30 @@ func TestRepeatedHeadSkipIsExact(t *testing.T) {
 }
 
 // headSkips reports whether reading body as a chat stream skips a repeated
-// head on any chunk after the first.
+// head on any chunk after the first. The events are the sse package's
+// Decoder's, as the Meter reads them.
 func headSkips(body []byte) bool {
 	var m Measurement
 	o := &Observer{m: &m, timed: true}
-	for i, ev := range bytes.SplitAfter(body, []byte("\n\n")) {
-		data := bytes.TrimSpace(bytes.TrimPrefix(ev, []byte("data: ")))
-		if len(data) == 0 || data[0] != '{' {
-			continue
+	var (
+		d       sse.Decoder
+		i       int
+		skipped bool
+	)
+	d.OnEvent = func(ev *sse.Event) {
+		first := i == 0
+		i++
+		data := bytes.TrimSpace(ev.Data)
+		if skipped || len(data) == 0 || data[0] != '{' {
+			return
 		}
-		if i > 0 && o.head.skip(view(data)) > 0 {
-			return true
+		if !first && o.head.skip(view(data)) > 0 {
+			skipped = true
+			return
 		}
 		readOpenAIChunk(o, view(data))
 	}
-	return false
+	_, _ = d.Write(body) // the decoder never fails a write
+	d.Close()
+	return skipped
 }

@@ -35,7 +35,7 @@ func TestHistogramAggregationFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			withoutMeterOverride(t)
+			withoutMetricReadersOverride(t)
 			t.Setenv(histogramAggregationEnv, tt.value)
 			var push *sdkmetric.ManualReader
 			MetricReadersOverride = func(opts ...sdkmetric.ReaderOption) []sdkmetric.Reader {

@@ -251,7 +251,7 @@ func TestChunkGapsOnEveryReader(t *testing.T) {
 		{"exponential: the SDK's", "base2_exponential_bucket_histogram", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			withoutMeterOverride(t)
+			withoutMetricReadersOverride(t)
 			t.Setenv(histogramAggregationEnv, tt.aggregation)
 			var push *sdkmetric.ManualReader
 			MetricReadersOverride = func(opts ...sdkmetric.ReaderOption) []sdkmetric.Reader {

@@ -21,32 +21,51 @@ func decodedEvents(body []byte) (evs []string, comments int64) {
 	return evs, d.Stats().Comments
 }
 
-// splitStamps removes the stamp lines from body and returns what is left
-// and the stamps, failing the test for a stamp that does not start an event
-// block (it must directly follow the blank line that ends an event, or open
-// the stream) or does not parse.
+// splitStamps reads body with the sse package's Decoder, takes the stamps
+// from the comment lines it hands out, and returns them and body without
+// the stamp lines. It fails the test for a comment that starts like a stamp
+// but does not parse, for a stamp that does not start an event block (it
+// must directly follow the blank line that ends an event, or open the
+// stream), and for a stamp line not ended by LF or CRLF, the line ends
+// stamp.Append writes.
 func splitStamps(t *testing.T, body []byte) (rest []byte, stamps []time.Time) {
 	t.Helper()
-	for len(body) > 0 {
-		line, after, _ := bytes.Cut(body, []byte("\n"))
+	var lines [][]byte
+	var d sse.Decoder
+	d.OnComment = func(line []byte) {
 		if bytes.HasPrefix(line, []byte(stamp.Prefix)) {
-			if len(rest) > 0 && !bytes.HasSuffix(rest, []byte("\n\n")) && !bytes.HasSuffix(rest, []byte("\r\n\r\n")) {
-				t.Fatalf("stamp %q in the middle of an event, after %q", line, rest[max(0, len(rest)-40):])
-			}
-			sent, ok := stamp.Parse(bytes.TrimSuffix(line, []byte("\r")))
-			if !ok {
-				t.Fatalf("stamp line %q does not parse", line)
-			}
-			stamps = append(stamps, sent)
-		} else {
-			rest = append(rest, line...)
-			if len(after) > 0 || bytes.HasSuffix(body, []byte("\n")) {
-				rest = append(rest, '\n')
-			}
+			lines = append(lines, bytes.Clone(line)) // valid only during the call
 		}
-		body = after
 	}
-	return rest, stamps
+	_, _ = d.Write(body) // the decoder never fails a write
+	d.Close()
+	// The decoder says which lines are stamps; their bytes, found in turn
+	// in what is left of body, say where each one was.
+	for _, line := range lines {
+		sent, ok := stamp.Parse(line)
+		if !ok {
+			t.Fatalf("stamp line %q does not parse", line)
+		}
+		stamps = append(stamps, sent)
+		i := bytes.Index(body, line)
+		if i < 0 {
+			t.Fatalf("the decoder handed out stamp line %q, which is not in the stream", line)
+		}
+		rest = append(rest, body[:i]...)
+		if len(rest) > 0 && !bytes.HasSuffix(rest, []byte("\n\n")) && !bytes.HasSuffix(rest, []byte("\r\n\r\n")) {
+			t.Fatalf("stamp %q in the middle of an event, after %q", line, rest[max(0, len(rest)-40):])
+		}
+		body = body[i+len(line):]
+		switch {
+		case bytes.HasPrefix(body, []byte("\r\n")):
+			body = body[2:]
+		case bytes.HasPrefix(body, []byte("\n")):
+			body = body[1:]
+		case len(body) > 0:
+			t.Fatalf("stamp line %q is followed by %q, not by LF or CRLF", line, body[:min(len(body), 40)])
+		}
+	}
+	return append(rest, body...), stamps
 }
 
 // TestStampedStreams checks that a stamped SSE stream is the plain stream

@@ -1,9 +1,9 @@
 package simulator
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/tokentap/tokentap/sse"
 )
 
 // arrival is when one SSE event reached the client, from just before the
@@ -55,16 +57,45 @@ func streamTimed(t *testing.T, srv *httptest.Server, body string, header http.He
 	}
 	defer res.Body.Close()
 	var evs []arrival
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			evs = append(evs, arrival{at: time.Since(start), data: data})
+	readEvents(t, res.Body, func(ev *sse.Event, read time.Time) bool {
+		evs = append(evs, arrival{at: read.Sub(start), data: string(ev.Data)})
+		return true
+	})
+	return res, evs
+}
+
+// readEvents reads body through sse.Decoder, handing each event to each
+// with the time of the read that completed it, until body ends or each
+// returns false. It fails the test on a read error and on an event the
+// decoder skipped for its size.
+func readEvents(t *testing.T, body io.Reader, each func(ev *sse.Event, read time.Time) bool) {
+	t.Helper()
+	var (
+		d    sse.Decoder
+		read time.Time
+		more = true
+	)
+	d.OnEvent = func(ev *sse.Event) {
+		if more {
+			more = each(ev, read)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	buf := make([]byte, 4096)
+	for more {
+		n, err := body.Read(buf)
+		read = time.Now()
+		d.Write(buf[:n])
+		if err == io.EOF {
+			d.Close()
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	return res, evs
+	if n := d.Stats().Oversized; n > 0 {
+		t.Fatalf("%d events over the decoder's size cap", n)
+	}
 }
 
 // contentArrivals picks the arrivals of content chunks.
@@ -215,12 +246,11 @@ func TestClientGoneStopsHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := bufio.NewScanner(res.Body)
-		for seen := 0; seen < 3 && sc.Scan(); {
-			if strings.HasPrefix(sc.Text(), "data: ") {
-				seen++
-			}
-		}
+		seen := 0
+		readEvents(t, res.Body, func(*sse.Event, time.Time) bool {
+			seen++
+			return seen < 3
+		})
 		cancel()
 		res.Body.Close()
 		select {

@@ -19,7 +19,7 @@ import (
 func withoutOverride(t *testing.T) {
 	saved := TracerProviderOverride
 	TracerProviderOverride = nil
-	sharedTracer.setAside(t)
+	sharedTracerProvider.setAside(t)
 	t.Cleanup(func() { TracerProviderOverride = saved })
 }
 
@@ -143,8 +143,8 @@ func TestSharedProviderLifetime(t *testing.T) {
 			t.Errorf("resource %v: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES must win", sp.Resource)
 		}
 	}
-	if !sharedTracer.empty() {
-		t.Errorf("%d holders of the provider after the last release", sharedTracer.holders())
+	if !sharedTracerProvider.empty() {
+		t.Errorf("%d holders of the provider after the last release", sharedTracerProvider.holders())
 	}
 	_, span = tp2.Tracer("t").Start(context.Background(), "after shutdown")
 	if span.IsRecording() {

@@ -18,9 +18,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// sharedTracer is the process-wide TracerProvider: one per handler would
-// drop or duplicate spans on each reload (shared.go).
-var sharedTracer = shared[trace.TracerProvider]{what: "trace exporter"}
+// sharedTracerProvider is the process-wide TracerProvider: one per handler
+// would drop or duplicate spans on each reload (shared.go).
+var sharedTracerProvider = shared[trace.TracerProvider]{what: "trace exporter"}
 
 // TracerProviderOverride, when set before the shared provider is built,
 // is used instead of one built from the environment: tests capture spans
@@ -34,7 +34,7 @@ var TracerProviderOverride trace.TracerProvider
 func AcquireTracerProvider(ctx context.Context, logger *zap.Logger) (trace.TracerProvider, func(), error) {
 	// The exporter is built only when a provider is really needed, so
 	// reloads do not start exporter goroutines that are never used.
-	return sharedTracer.acquire(logger, func() (trace.TracerProvider, func(context.Context) error, error) {
+	return sharedTracerProvider.acquire(logger, func() (trace.TracerProvider, func(context.Context) error, error) {
 		tp, shutdown, err := newTracerProvider(ctx, logger)
 		if err != nil || shutdown == nil {
 			return tp, shutdown, err
@@ -211,6 +211,6 @@ func positiveEnv(name string, def int) (int, error) {
 // Holders reports how many holders the shared TracerProvider and
 // MeterProvider have now. Every acquire must be released, across reloads
 // and streams that outlive their config; the adapter's tests check it here.
-func Holders() (tracer, meter int) {
-	return sharedTracer.holders(), sharedMeter.holders()
+func Holders() (tracerProvider, meterProvider int) {
+	return sharedTracerProvider.holders(), sharedMeterProvider.holders()
 }

@@ -21,21 +21,21 @@ import (
 )
 
 // The handlers this package's tests provision, in unit harnesses and in
-// the real Caddy of the integration tests, get the real meter pipeline with
-// its Prometheus reader but push to no OTLP endpoint: there is none, and
-// every final flush would wait for the exporter's timeout. (An init, not
-// TestMain, so that this file owns the setting.) Tests of the exporters
-// themselves clear it with withoutMeterOverride.
+// the real Caddy of the integration tests, get the real MeterProvider
+// pipeline with its Prometheus reader but push to no OTLP endpoint: there
+// is none, and every final flush would wait for the exporter's timeout.
+// (An init, not TestMain, so that this file owns the setting.) Tests of
+// the exporters themselves clear it with withoutMetricReadersOverride.
 func init() {
 	MetricReadersOverride = func(...sdkmetric.ReaderOption) []sdkmetric.Reader { return nil }
 }
 
-// withoutMeterOverride runs a test against the real pipeline construction,
-// with the shared state of other tests set aside.
-func withoutMeterOverride(t *testing.T) {
+// withoutMetricReadersOverride runs a test against the real pipeline
+// construction, with the shared state of other tests set aside.
+func withoutMetricReadersOverride(t *testing.T) {
 	saved := MetricReadersOverride
 	MetricReadersOverride = nil
-	sharedMeter.setAside(t)
+	sharedMeterProvider.setAside(t)
 	t.Cleanup(func() { MetricReadersOverride = saved })
 	for _, k := range []string{"OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
 		"OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -66,7 +66,7 @@ func TestNewMeterPipelineFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			withoutMeterOverride(t)
+			withoutMetricReadersOverride(t)
 			ignore := goleak.IgnoreCurrent()
 			// The final flush of the OTLP cases goes to a port of this
 			// test's range where nothing listens.
@@ -105,7 +105,7 @@ func TestNewMeterPipelineFromEnv(t *testing.T) {
 // TestConsoleExporter: OTEL_METRICS_EXPORTER=console writes the points to
 // stderr when the provider is flushed.
 func TestConsoleExporter(t *testing.T) {
-	withoutMeterOverride(t)
+	withoutMetricReadersOverride(t)
 	t.Setenv("OTEL_METRICS_EXPORTER", "console")
 	restore := captureStderr(t)
 	p, release, err := AcquireMeterProvider(context.Background(), zap.NewNop())
@@ -163,7 +163,7 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			withoutMeterOverride(t)
+			withoutMetricReadersOverride(t)
 			ignore := goleak.IgnoreCurrent()
 			start := otlpsink.Start
 			if tt.protocol == "http/protobuf" {
@@ -231,8 +231,8 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 			if len(pt.Exemplars) == 0 || pt.Exemplars[0].TraceID != sc.TraceID().String() {
 				t.Errorf("exemplars %+v, want the span's trace %s", pt.Exemplars, sc.TraceID())
 			}
-			if !sharedMeter.empty() {
-				t.Errorf("%d holders of the pipeline after the last release", sharedMeter.holders())
+			if !sharedMeterProvider.empty() {
+				t.Errorf("%d holders of the pipeline after the last release", sharedMeterProvider.holders())
 			}
 			// Recording after shutdown is harmless and exports nothing.
 			p2.Instruments.Record(f)
@@ -249,7 +249,7 @@ func TestSharedMeterProviderLifetime(t *testing.T) {
 // line a minute, not one per export, and the handler's pipeline keeps
 // working.
 func TestMetricExportFailuresLogged(t *testing.T) {
-	withoutMeterOverride(t)
+	withoutMetricReadersOverride(t)
 	ignore := goleak.IgnoreCurrent()
 	// Nothing listens on this port of this test's range.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4332")

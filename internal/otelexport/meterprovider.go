@@ -22,12 +22,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// sharedMeter is the process-wide MeterProvider: cumulative metrics must
-// continue across reloads instead of starting over or being exported
-// twice (shared.go).
-var sharedMeter = shared[*MeterPipeline]{what: "metric exporter"}
+// sharedMeterProvider is the process-wide MeterProvider: cumulative
+// metrics must continue across reloads instead of starting over or being
+// exported twice (shared.go).
+var sharedMeterProvider = shared[*MeterPipeline]{what: "metric exporter"}
 
-// MeterPipeline is what hangs off the shared MeterProvider.
+// MeterPipeline is what hangs off the shared MeterProvider, the
+// OpenTelemetry SDK's meter provider (not package meter, which measures
+// the exchanges).
 type MeterPipeline struct {
 	// Instruments are created once per provider: instrument creation
 	// takes the SDK's locks and is not meant for the request path.
@@ -53,11 +55,11 @@ type MeterPipeline struct {
 // histograms tokentap aggregates itself (chunkgaps.go).
 var MetricReadersOverride func(opts ...sdkmetric.ReaderOption) []sdkmetric.Reader
 
-// AcquireMeterProvider returns the shared meter pipeline, building it on
-// first use, and a release function to call once the caller is done with
-// it.
+// AcquireMeterProvider returns the pipeline of the shared MeterProvider,
+// building it on first use, and a release function to call once the
+// caller is done with it.
 func AcquireMeterProvider(ctx context.Context, logger *zap.Logger) (*MeterPipeline, func(), error) {
-	return sharedMeter.acquire(logger, func() (*MeterPipeline, func(context.Context) error, error) {
+	return sharedMeterProvider.acquire(logger, func() (*MeterPipeline, func(context.Context) error, error) {
 		p, err := newMeterPipeline(ctx, logger)
 		if err != nil {
 			return nil, nil, err
