@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/tidwall/gjson"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/tokentap/tokentap/internal/otelexport"
 	"github.com/tokentap/tokentap/internal/simulator"
 	"github.com/tokentap/tokentap/internal/simulator/stamp"
+	"github.com/tokentap/tokentap/sse"
 )
 
 // These tests run tokentap inside a real Caddy, in front of a real
@@ -365,22 +365,26 @@ type stampWrites struct {
 func stampedTokens(t *testing.T, body []byte, isToken func(data []byte) bool) (w stampWrites) {
 	t.Helper()
 	var last time.Time
-	for _, line := range bytes.Split(body, []byte("\n")) {
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if at, ok := stamp.Parse(line); ok {
-			if w.first.IsZero() {
-				w.first = at
+	dec := sse.Decoder{
+		OnComment: func(line []byte) {
+			if at, ok := stamp.Parse(line); ok {
+				if w.first.IsZero() {
+					w.first = at
+				}
+				last = at
 			}
-			last = at
-			continue
-		}
-		if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok && isToken(data) {
-			if last.IsZero() {
-				t.Fatalf("a token's write has no stamp: %s", line)
+		},
+		OnEvent: func(e *sse.Event) {
+			if isToken(e.Data) {
+				if last.IsZero() {
+					t.Fatalf("a token's write has no stamp: %s", e.Data)
+				}
+				w.tokens = append(w.tokens, last)
 			}
-			w.tokens = append(w.tokens, last)
-		}
+		},
 	}
+	_, _ = dec.Write(body)
+	dec.Close()
 	return w
 }
 

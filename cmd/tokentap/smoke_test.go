@@ -22,6 +22,7 @@ import (
 
 	"github.com/tokentap/tokentap/internal/testutil/otlpsink"
 	"github.com/tokentap/tokentap/internal/testutil/testbin"
+	"github.com/tokentap/tokentap/sse"
 )
 
 // The smoke test runs the real binary with the repository's default
@@ -261,13 +262,12 @@ type streamSummary struct {
 func parseStream(t *testing.T, out []byte) streamSummary {
 	t.Helper()
 	var st streamSummary
-	for _, event := range strings.Split(strings.TrimSuffix(string(out), "\n\n"), "\n\n") {
-		data, ok := strings.CutPrefix(event, "data: ")
-		if !ok {
-			t.Fatalf("unexpected SSE event %q", event)
+	dec := sse.Decoder{OnEvent: func(e *sse.Event) {
+		if len(e.Type) != 0 {
+			t.Fatalf("unexpected SSE event type %q", e.Type)
 		}
-		if data == "[DONE]" {
-			continue
+		if string(e.Data) == "[DONE]" {
+			return
 		}
 		var chunk struct {
 			ID      string `json:"id"`
@@ -280,8 +280,8 @@ func parseStream(t *testing.T, out []byte) streamSummary {
 			} `json:"choices"`
 			Usage *usage `json:"usage"`
 		}
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-			t.Fatalf("chunk %q: %v", data, err)
+		if err := json.Unmarshal(e.Data, &chunk); err != nil {
+			t.Fatalf("chunk %q: %v", e.Data, err)
 		}
 		st.id, st.model = chunk.ID, chunk.Model
 		for _, c := range chunk.Choices {
@@ -297,6 +297,11 @@ func parseStream(t *testing.T, out []byte) streamSummary {
 		if chunk.Usage != nil {
 			st.usage = chunk.Usage
 		}
+	}}
+	_, _ = dec.Write(out)
+	dec.Close()
+	if n := dec.Stats(); n.Events == 0 || n.Comments > 0 || n.Oversized > 0 {
+		t.Fatalf("unexpected SSE stream (%+v): %q", n, out)
 	}
 	return st
 }

@@ -19,7 +19,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // writeRecorder keeps every Write of a handler apart: the simulator writes
 // and flushes each event on its own, as a token-streaming server does, and
-// reverse_proxy hands the tap one Write per flush.
+// reverse_proxy hands the meter one Write per flush.
 type writeRecorder struct {
 	h      http.Header
 	status int
@@ -57,7 +57,7 @@ func simulatedStream(b *testing.B, target, body string) (writes [][]byte, conten
 	return w.writes, w.h.Get("Content-Type")
 }
 
-// BenchmarkMeter is the whole tap, bytes in and Measurement out, for every
+// BenchmarkMeter is the whole meter, bytes in and Measurement out, for every
 // wire format the simulator speaks: a Meter set up with the request, a
 // 500-token stream fed one write per event as reverse_proxy delivers it,
 // and the Finish. ns/event is the op's time over the stream's writes;
@@ -99,9 +99,9 @@ func BenchmarkMeter(b *testing.B) {
 				}
 				return mt.Finish(at.Add(time.Millisecond), meter.OutcomeUnknown, "")
 			}
-			// A tap that skipped the events would be fast for nothing.
+			// A meter that skipped the events would be fast for nothing.
 			if m := run(); m.Outcome != meter.OutcomeCompleted || m.Usage.OutputTokens != tapStreamTokens || m.FirstToken == 0 {
-				b.Fatalf("the tap read %d output tokens, outcome %v, first token %v: not the simulator's stream",
+				b.Fatalf("the meter read %d output tokens, outcome %v, first token %v: not the simulator's stream",
 					m.Usage.OutputTokens, m.Outcome, m.FirstToken)
 			}
 			b.SetBytes(int64(size))

@@ -244,9 +244,9 @@ http://:%d {
 // stats). Both keep as many idle upstream connections as the benchmark has
 // streams, so that neither pays for new connections the other does not.
 func proxyCaddyfile(adminAddr string, port int, upstream string, withTokentap bool) string {
-	tap := ""
+	directive := ""
 	if withTokentap {
-		tap = "\ttokentap\n"
+		directive = "\ttokentap\n"
 	}
 	return fmt.Sprintf(`{
 	admin %s
@@ -261,5 +261,5 @@ http://:%d {
 		}
 	}
 }
-`, adminAddr, port, tap, upstream)
+`, adminAddr, port, directive, upstream)
 }

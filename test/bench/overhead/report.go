@@ -308,30 +308,30 @@ func (rep *report) targets() []target {
 	if at == nil {
 		out = append(out, target{Name: "delay and CPU at concurrency 64", Want: "a level at concurrency 64", Got: "not run"})
 	} else {
-		tap, control, caddy := at.Paths[pathTokentap], at.Paths[pathControl], at.Paths[pathCaddy]
-		if tap.AddedP50us != nil && control.AddedP50us != nil {
+		tt, control, caddy := at.Paths[pathTokentap], at.Paths[pathControl], at.Paths[pathCaddy]
+		if tt.AddedP50us != nil && control.AddedP50us != nil {
 			out = append(out, target{
 				Name: "added per-event delay p50, concurrency 64",
 				Want: fmt.Sprintf("≤ %.0f µs", targetAddedP50),
-				Got:  fmt.Sprintf("%+.1f µs", *tap.AddedP50us),
-				Met:  *tap.AddedP50us <= targetAddedP50,
+				Got:  fmt.Sprintf("%+.1f µs", *tt.AddedP50us),
+				Met:  *tt.AddedP50us <= targetAddedP50,
 				Note: fmt.Sprintf("A/A difference %+.1f µs", *control.AddedP50us),
 			})
 			noise := math.Abs(*control.AddedP99us)
 			out = append(out, target{
 				Name: "added per-event delay p99, concurrency 64",
 				Want: fmt.Sprintf("inside the A/A noise (≤ %.1f µs)", noise),
-				Got:  fmt.Sprintf("%+.1f µs", *tap.AddedP99us),
-				Met:  *tap.AddedP99us <= noise,
+				Got:  fmt.Sprintf("%+.1f µs", *tt.AddedP99us),
+				Met:  *tt.AddedP99us <= noise,
 				Note: fmt.Sprintf("Caddy's own p99 %.1f µs", caddy.DelayP99us),
 			})
 		}
-		if tap.CPUVsCaddy != nil && control.CPUVsCaddy != nil {
+		if tt.CPUVsCaddy != nil && control.CPUVsCaddy != nil {
 			out = append(out, target{
 				Name: "proxy CPU per event, concurrency 64",
 				Want: fmt.Sprintf("≤ %.2f × Caddy", targetCPURatio),
-				Got:  fmt.Sprintf("%.2f ×", *tap.CPUVsCaddy),
-				Met:  *tap.CPUVsCaddy <= targetCPURatio,
+				Got:  fmt.Sprintf("%.2f ×", *tt.CPUVsCaddy),
+				Met:  *tt.CPUVsCaddy <= targetCPURatio,
 				Note: fmt.Sprintf("A/A %.2f ×", *control.CPUVsCaddy),
 			})
 		}

@@ -103,13 +103,13 @@ func (s *series) summarise(o options) {
 			if lr == nil || len(lr.Paths) != numPaths {
 				continue
 			}
-			tap, fourth := lr.Paths[pathTokentap], lr.Paths[pathControl]
-			if tap.CPUVsCaddy == nil || fourth.CPUVsCaddy == nil || tap.AddedP99us == nil || fourth.AddedP99us == nil {
+			tt, fourth := lr.Paths[pathTokentap], lr.Paths[pathControl]
+			if tt.CPUVsCaddy == nil || fourth.CPUVsCaddy == nil || tt.AddedP99us == nil || fourth.AddedP99us == nil {
 				continue
 			}
-			a, b := tap, fourth
+			a, b := tt, fourth
 			if o.compare != "" && r.Tokentap != o.binary {
-				a, b = fourth, tap
+				a, b = fourth, tt
 			}
 			rows[0].add(*a.CPUVsCaddy, *a.AddedP99us)
 			rows[1].add(*b.CPUVsCaddy, *b.AddedP99us)
