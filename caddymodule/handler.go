@@ -1,5 +1,9 @@
-// Package caddymodule adapts tokentap to Caddy: the http.handlers.tokentap
-// middleware, its Caddyfile directive and the OpenTelemetry export.
+// Package caddymodule puts tokentap into Caddy: the http.handlers.tokentap
+// middleware and its Caddyfile directive, which resolve their configuration
+// into an exchange.Config at provisioning and hand every request to
+// package exchange; what only Caddy can answer (host.go); the access log
+// sink; the live stats' admin API, page and `tokentap stats` command; and
+// the tokentap_probe app. The measuring itself knows nothing of Caddy.
 package caddymodule
 
 import (

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The overhead benchmark (docs/BENCHMARKS.md): builds tokentap, raises the
-# open-file limit, and runs bench/overhead with the arguments given, e.g.
+# open-file limit, and runs test/bench/overhead with the arguments given, e.g.
 #   test/bench/overhead.sh                      # the full run, about 6 minutes
 #   test/bench/overhead.sh --short              # the CI run, about 2.5 minutes
 #   test/bench/overhead.sh --json out.json --profile cpu.pprof
 # It listens on 127.0.0.1 only: ports 9350-9353 and 9359, admin 2350-2353.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # 512 streams hold about 1,000 sockets in a proxy and 512 in the client;
 # the usual soft limit is 1,024. Go raises its own processes' limit, this
@@ -26,4 +26,4 @@ if [ -z "$tokentap" ]; then
 	tokentap="$tmp/tokentap"
 	go build -o "$tokentap" ./cmd/tokentap
 fi
-go run ./bench/overhead --binary "$tokentap" "$@"
+go run ./test/bench/overhead --binary "$tokentap" "$@"

@@ -25,18 +25,18 @@
 // Usage, from the repository root (test/bench/overhead.sh wraps it):
 //
 //	go build -o /tmp/tokentap ./cmd/tokentap
-//	go run ./bench/overhead --binary /tmp/tokentap [--short] [--json out.json]
+//	go run ./test/bench/overhead --binary /tmp/tokentap [--short] [--json out.json]
 //
 // Two builds, or one against its A/A control, over a series of whole runs
 // with a summary of each build's figures and their paired difference, and
 // for two builds that difference split into the builds' share and the
 // paths' (a crossover analysis, crossover.go):
 //
-//	go run ./bench/overhead --binary /tmp/new --compare /tmp/old --runs 4
+//	go run ./test/bench/overhead --binary /tmp/new --compare /tmp/old --runs 4
 //
 // What tokentap adds, by function, from a CPU profile of each proxy:
 //
-//	go run ./bench/overhead --binary /tmp/tokentap --rounds 1 --profile tt.pprof --profile-baseline caddy.pprof
+//	go run ./test/bench/overhead --binary /tmp/tokentap --rounds 1 --profile tt.pprof --profile-baseline caddy.pprof
 //	go tool pprof -top -cum -diff_base caddy.pprof tt.pprof
 //
 // Everything listens on 127.0.0.1 only: ports 9350-9353 and 9359 (OTLP),

@@ -489,7 +489,7 @@ func describeMachine(binary string) machine {
 }
 
 func commandLine() string {
-	return strings.Join(append([]string{"go run ./bench/overhead"}, os.Args[1:]...), " ")
+	return strings.Join(append([]string{"go run ./test/bench/overhead"}, os.Args[1:]...), " ")
 }
 
 func settingsOf(o options) settings {
