@@ -3,25 +3,34 @@ package caddymodule
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.uber.org/goleak"
 
 	"github.com/tokentap/tokentap/internal/exchange"
 	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/testutil/streamtest"
 )
+
+// The kit every in-process exchange test uses (package streamtest).
+var (
+	checkLeaks = streamtest.CheckLeaks
+	post       = streamtest.Post
+	attrs      = streamtest.Attrs
+)
+
+// streamUpstream writes body as reverse_proxy does (streamtest.Upstream).
+func streamUpstream(body []byte, cuts []int) caddyhttp.HandlerFunc {
+	return streamtest.Upstream(body, cuts)
+}
 
 // integrationSpans records the spans of the handlers that a real Caddy
 // provisions in integration tests; they get their provider through the
@@ -31,18 +40,6 @@ var integrationSpans = tracetest.NewSpanRecorder()
 func TestMain(m *testing.M) {
 	otelexport.TracerProviderOverride = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(integrationSpans))
 	os.Exit(m.Run())
-}
-
-// checkLeaks fails t if goroutines started during the test outlive it, for
-// example a measurement left running after an aborted stream. Caddy's own
-// goroutines from integration tests, already running, are ignored.
-func checkLeaks(t *testing.T) {
-	t.Helper()
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() {
-		http.DefaultClient.CloseIdleConnections()
-		goleak.VerifyNone(t, ignore)
-	})
 }
 
 // harness is one provisioned Handler with its own in-memory span recorder,
@@ -112,36 +109,6 @@ func (hs *harness) span(t *testing.T) sdktrace.ReadOnlySpan {
 	return ended[0]
 }
 
-func post(t *testing.T, url, body string) *http.Response {
-	t.Helper()
-	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
-
-// streamUpstream writes body as reverse_proxy does: headers, then each piece
-// followed by a flush.
-func streamUpstream(body []byte, cuts []int) caddyhttp.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		prev := 0
-		for _, c := range append(cuts, len(body)) {
-			if _, err := w.Write(body[prev:c]); err != nil {
-				return err
-			}
-			if err := http.NewResponseController(w).Flush(); err != nil {
-				return err
-			}
-			prev = c
-		}
-		return nil
-	}
-}
-
 // fixture reads a stream the exchange's own tests use (or, relative to
 // them, another package's testdata).
 func fixture(t testing.TB, name string) []byte {
@@ -151,14 +118,6 @@ func fixture(t testing.TB, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
-	out := map[attribute.Key]attribute.Value{}
-	for _, kv := range s.Attributes() {
-		out[kv.Key] = kv.Value
-	}
-	return out
 }
 
 // TestUpstreamDown: reverse_proxy returns an error and never writes; the

@@ -23,13 +23,25 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/goleak"
 
 	"github.com/tokentap/tokentap/internal/meter"
 	"github.com/tokentap/tokentap/internal/meter/tokencount"
 	"github.com/tokentap/tokentap/internal/otelexport"
+	"github.com/tokentap/tokentap/internal/testutil/streamtest"
 	"github.com/tokentap/tokentap/sse"
 )
+
+// The kit every in-process exchange test uses (package streamtest).
+var (
+	checkLeaks = streamtest.CheckLeaks
+	post       = streamtest.Post
+	attrs      = streamtest.Attrs
+)
+
+// streamUpstream writes body as reverse_proxy does (streamtest.Upstream).
+func streamUpstream(body []byte, cuts []int) upstreamFunc {
+	return streamtest.Upstream(body, cuts)
+}
 
 // Attributes the tests read often.
 const (
@@ -39,17 +51,6 @@ const (
 	attrContentTruncated = attribute.Key("tokentap.content.truncated")
 	attrDialect          = attribute.Key("tokentap.dialect")
 )
-
-// checkLeaks fails t if goroutines started during the test outlive it, for
-// example a measurement left running after an aborted stream.
-func checkLeaks(t *testing.T) {
-	t.Helper()
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() {
-		http.DefaultClient.CloseIdleConnections()
-		goleak.VerifyNone(t, ignore)
-	})
-}
 
 // upstreamFunc stands in for the proxy that Serve wraps: it reads the
 // request and writes the response, as reverse_proxy does.
@@ -147,36 +148,6 @@ func (hs *harness) span(t *testing.T) sdktrace.ReadOnlySpan {
 	return ended[0]
 }
 
-func post(t *testing.T, url, body string) *http.Response {
-	t.Helper()
-	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
-
-// streamUpstream writes body as reverse_proxy does: headers, then each piece
-// followed by a flush.
-func streamUpstream(body []byte, cuts []int) upstreamFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		prev := 0
-		for _, c := range append(cuts, len(body)) {
-			if _, err := w.Write(body[prev:c]); err != nil {
-				return err
-			}
-			if err := http.NewResponseController(w).Flush(); err != nil {
-				return err
-			}
-			prev = c
-		}
-		return nil
-	}
-}
-
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -184,14 +155,6 @@ func fixture(t testing.TB, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
-	out := map[attribute.Key]attribute.Value{}
-	for _, kv := range s.Attributes() {
-		out[kv.Key] = kv.Value
-	}
-	return out
 }
 
 // TestTransparency: for every fixture cut into writes at random points, the
