@@ -41,6 +41,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		pricing_file      <path>
 //		cost_from_estimates
 //		slo               [<model>] [ttft <duration>] [tps <tokens/s>] [duration <duration>]
+//		slo_headers       [strip|keep]
 //		drift             [rate_drop <share>] [ttft_rise <share>] [evidence <nats>] [min_baseline <requests>]
 //		record            <file> [roll_size <size>] [roll_keep <n>]
 //	}
@@ -135,6 +136,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			h.Record = c
+			continue
+		}
+		if opt == "slo_headers" {
+			if err := h.unmarshalSLOHeaders(d); err != nil {
+				return err
+			}
 			continue
 		}
 		if opt == "drift" {

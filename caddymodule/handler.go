@@ -149,6 +149,19 @@ type Handler struct {
 	// span (tokentap.slo.met), in the tokentap.slo.* counters and in the
 	// live stats' attainment and token goodput. Default: none.
 	SLOs []ModelSLO `json:"slos,omitempty"`
+	// SLOHeaders lets each request state its own objective in the headers
+	// X-Slo-Ttft-Ms (the longest time to first token) and X-Slo-Tpot-Ms
+	// (the longest time per output token after the first), in
+	// milliseconds, as serving stacks that route on per-request targets
+	// read them: such a request is judged against its own objective
+	// instead of SLOs, with the same verdicts, counters and goodput, and
+	// its span says tokentap.slo.source "request". "strip" removes the
+	// headers before the upstream, "keep" passes them on for an upstream
+	// that routes on them too. A header that is not a positive number of
+	// milliseconds is left out, logged once and counted as a degraded
+	// measurement (slo_header_invalid). Default: off, and the headers
+	// pass on untouched.
+	SLOHeaders string `json:"slo_headers,omitempty"`
 	// Drift sets the thresholds of the slowdown detector of the live
 	// stats rows this handler creates: each row's health (ok, slow,
 	// insufficient_data) against its own earlier requests. Default: the

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/tokentap/tokentap/internal/exchange"
 	"github.com/tokentap/tokentap/internal/slo"
 )
 
@@ -29,9 +30,22 @@ type ModelSLO struct {
 	Duration caddy.Duration `json:"duration,omitempty"`
 }
 
+// sloHeaderModes are slo_headers' values.
+var sloHeaderModes = map[string]exchange.SLOHeaders{
+	"":      exchange.SLOHeadersOff,
+	"strip": exchange.SLOHeadersStrip,
+	"keep":  exchange.SLOHeadersKeep,
+}
+
 // provisionSLO builds the objective table from the slo lines, in order:
-// the first line whose pattern matches a model is its objective.
+// the first line whose pattern matches a model is its objective; and
+// whether requests may state their own.
 func (h *Handler) provisionSLO() error {
+	mode, ok := sloHeaderModes[h.SLOHeaders]
+	if !ok {
+		return fmt.Errorf("slo_headers %q: want strip or keep", h.SLOHeaders)
+	}
+	h.cfg.SLOHeaders = mode
 	if len(h.SLOs) == 0 {
 		return nil
 	}
@@ -44,6 +58,22 @@ func (h *Handler) provisionSLO() error {
 		}); err != nil {
 			return fmt.Errorf("slo: %v", err)
 		}
+	}
+	return nil
+}
+
+// unmarshalSLOHeaders reads `slo_headers [strip|keep]`; strip is the
+// default.
+func (h *Handler) unmarshalSLOHeaders(d *caddyfile.Dispenser) error {
+	h.SLOHeaders = "strip"
+	if d.NextArg() {
+		h.SLOHeaders = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	if h.SLOHeaders != "strip" && h.SLOHeaders != "keep" {
+		return d.Errf("slo_headers %q: want strip or keep", h.SLOHeaders)
 	}
 	return nil
 }

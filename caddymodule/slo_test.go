@@ -52,8 +52,30 @@ func TestUnmarshalSLO(t *testing.T) {
 	}
 }
 
+func TestUnmarshalSLOHeaders(t *testing.T) {
+	tests := []struct {
+		name, input, want, wantErr string
+	}{
+		{"off by default", "tokentap {\n slo ttft 1s\n}", "", ""},
+		{"on: stripped before the upstream", "tokentap {\n slo_headers\n}", "strip", ""},
+		{"stripped, said", "tokentap {\n slo_headers strip\n}", "strip", ""},
+		{"kept for the upstream", "tokentap {\n slo_headers keep\n}", "keep", ""},
+		{"an unknown mode", "tokentap {\n slo_headers drop\n}", "", `slo_headers "drop": want strip or keep`},
+		{"two arguments", "tokentap {\n slo_headers keep strip\n}", "", "wrong argument count"},
+		{"twice", "tokentap {\n slo_headers\n slo_headers keep\n}", "", "slo_headers already specified"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, ok := unmarshalTokentap(t, tt.input, tt.wantErr)
+			if ok && h.SLOHeaders != tt.want {
+				t.Errorf("slo_headers %q, want %q", h.SLOHeaders, tt.want)
+			}
+		})
+	}
+}
+
 // sloConfig holds sim-slo to a first token within 150 ms and 50 tokens/s;
-// other models have no objective.
+// other models have no objective; a request may state its own.
 const sloConfig = `{
 	skip_install_trust
 	admin localhost:2999
@@ -65,6 +87,7 @@ http://localhost:9080 {
 	handle_path /sim/* {
 		tokentap {
 			slo sim-slo ttft 150ms tps 50
+			slo_headers
 		}
 		reverse_proxy 127.0.0.1:9081
 	}
@@ -104,6 +127,9 @@ func TestSLOThroughCaddy(t *testing.T) {
 		{"20 tokens/s: missed", "sim-slo", map[string]string{"Tokentap-Sim-Tokens-Per-Second": "20"}, false, true},
 		{"upstream error: missed", "sim-slo", map[string]string{"Tokentap-Sim-Status": "500"}, false, true},
 		{"another model: not judged", "sim-other", map[string]string{"Tokentap-Sim-Time-To-First-Token": "300ms"}, false, false},
+		{"its own looser objective: met, where the model's misses", "sim-slo", map[string]string{"Tokentap-Sim-Time-To-First-Token": "300ms", "X-Slo-Ttft-Ms": "2000"}, true, true},
+		{"its own objective, for a model without one: missed", "sim-other", map[string]string{"Tokentap-Sim-Time-To-First-Token": "300ms", "X-Slo-Ttft-Ms": "100"}, false, true},
+		{"its own output rate: missed at 20 tokens/s", "sim-other", map[string]string{"Tokentap-Sim-Tokens-Per-Second": "20", "X-Slo-Tpot-Ms": "25"}, false, true},
 	}
 	for _, c := range cases {
 		before := len(rec.Ended())
@@ -118,6 +144,16 @@ func TestSLOThroughCaddy(t *testing.T) {
 		if ok != c.judged || ok && got.AsBool() != c.met {
 			t.Errorf("%s: tokentap.slo.met %v (set %v), want %v (set %v); outcome %v, ttft %v",
 				c.name, got.AsBool(), ok, c.met, c.judged, a["tokentap.outcome"].AsString(), a["gen_ai.response.time_to_first_chunk"].AsFloat64())
+		}
+		wantSource := ""
+		if c.judged {
+			wantSource = "config"
+			if c.header["X-Slo-Ttft-Ms"] != "" || c.header["X-Slo-Tpot-Ms"] != "" {
+				wantSource = "request"
+			}
+		}
+		if got := a["tokentap.slo.source"].AsString(); got != wantSource {
+			t.Errorf("%s: tokentap.slo.source %q, want %q", c.name, got, wantSource)
 		}
 	}
 
@@ -135,12 +171,14 @@ func TestSLOThroughCaddy(t *testing.T) {
 		found[r.Model] = r.SLO
 	}
 	s := found["sim-slo"]
-	// One request of four met, with the simulator's 20 output tokens: 20
-	// goodput tokens over the 60 s window.
-	if s == nil || s.Requests != 4 || s.Met != 1 || s.Attainment != 0.25 || math.Abs(s.TokenGoodput-20.0/60) > 1e-6 {
-		t.Errorf("sim-slo row's slo %+v, want 4 requests, 1 met, attainment 0.25, token goodput 0.333333", s)
+	// Two requests of five met, each with the simulator's 20 output
+	// tokens: 40 goodput tokens over the 60 s window.
+	if s == nil || s.Requests != 5 || s.Met != 2 || s.Attainment != 0.4 || math.Abs(s.TokenGoodput-40.0/60) > 1e-6 {
+		t.Errorf("sim-slo row's slo %+v, want 5 requests, 2 met, attainment 0.4, token goodput 0.666667", s)
 	}
-	if s, ok := found["sim-other"]; !ok || s != nil {
-		t.Errorf("sim-other row present %v with slo %+v, want present without one", ok, s)
+	// sim-other has no objective of its own: only the two requests that
+	// stated one were judged.
+	if s := found["sim-other"]; s == nil || s.Requests != 2 || s.Met != 0 {
+		t.Errorf("sim-other row's slo %+v, want 2 requests judged, none met", s)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tokentap/tokentap/internal/meter"
 	"github.com/tokentap/tokentap/internal/probe"
 	"github.com/tokentap/tokentap/internal/sink"
+	"github.com/tokentap/tokentap/internal/slo"
 	"github.com/tokentap/tokentap/sse"
 )
 
@@ -77,6 +78,13 @@ type exchange struct {
 	// probe is set when the request carried this process's probe token;
 	// the header is gone by the time the request goes on.
 	probe bool
+
+	// requestSLO is the objective the request stated in its headers, when
+	// hasRequestSLO (Config.SLOHeaders); badSLOHeader is set when a header
+	// could not be read, which the measurement counts as degraded.
+	requestSLO    slo.Objective
+	hasRequestSLO bool
+	badSLOHeader  bool
 }
 
 // clientSpanKind is built once: an option made per request is one more
@@ -164,6 +172,9 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 	cfg.Propagator.Inject(ctx, propagation.HeaderCarrier(r.Header))
 	x.ctx = ctx
 	x.prepareCapture(r)
+	if cfg.SLOHeaders != SLOHeadersOff {
+		x.readSLOHeaders(r.Header)
+	}
 
 	if cfg.InjectUsage && x.info.Name == "openai_chat" && x.m.M.Operation != "embeddings" {
 		r, x.injected = x.injectUsage(r)
@@ -173,6 +184,24 @@ func (x *exchange) prepare(r *http.Request) *http.Request {
 		r.Body = x.tee
 	}
 	return r.WithContext(ctx)
+}
+
+// readSLOHeaders takes the objective the request states for itself, and
+// removes the headers unless they are to go on.
+func (x *exchange) readSLOHeaders(h http.Header) {
+	o, ok, err := slo.FromHeaders(h)
+	x.requestSLO, x.hasRequestSLO = o, ok
+	if err != nil {
+		x.badSLOHeader = true
+		if x.mw.logOnce.first("slo_header", "") {
+			x.cfg.Logger.Warn("a request stated an objective tokentap cannot read; it is judged without that header and its measurement marked degraded (slo_header_invalid); this is logged once",
+				zap.Error(err))
+		}
+	}
+	if x.cfg.SLOHeaders == SLOHeadersStrip {
+		delete(h, slo.HeaderTTFT)
+		delete(h, slo.HeaderTPOT)
+	}
 }
 
 // provider is the gen_ai.provider.name: configured, else the upstream host's

@@ -51,6 +51,9 @@ func (x *exchange) measure(end time.Time, abort meter.Outcome, errorType string)
 	var m *meter.Measurement
 	x.safely("finish", func() {
 		x.readRequest()
+		if x.badSLOHeader {
+			x.m.Observer().Degrade("slo_header_invalid")
+		}
 		m = x.m.Finish(end, abort, errorType)
 		if x.injected && m.Usage.Source == meter.UsageReported {
 			m.Usage.Source = meter.UsageInjected
@@ -120,8 +123,13 @@ func (x *exchange) price(r *sink.Result) {
 	r.Cost, r.HasCost = usd, ok
 }
 
-// judge sets r's verdict under its model's objective, if it has one.
+// judge sets r's verdict under the objective the request stated, else
+// its model's, if it has one.
 func (x *exchange) judge(r *sink.Result) {
+	if x.hasRequestSLO {
+		r.SLO, r.SLOFromRequest = x.requestSLO.Judge(r.M), true
+		return
+	}
 	if x.cfg.SLOs.Empty() {
 		return
 	}

@@ -58,6 +58,10 @@ type Config struct {
 	CostFromEstimates bool
 	// SLOs judge each exchange; nil or empty judges none.
 	SLOs *slo.Table
+	// SLOHeaders reads a caller's own objective for one request
+	// (slo.HeaderTTFT, slo.HeaderTPOT), which then judges that request
+	// instead of SLOs; off ignores the headers and passes them on.
+	SLOHeaders SLOHeaders
 
 	// Rows keeps the live per-row statistics; nil keeps none.
 	Rows Rows
@@ -74,6 +78,20 @@ type Config struct {
 	// files) must outlive a reload until then.
 	Release func()
 }
+
+// SLOHeaders says whether requests may state their own objective, and
+// whether the headers that state it go on upstream.
+type SLOHeaders uint8
+
+const (
+	// SLOHeadersOff ignores the headers; they pass on untouched.
+	SLOHeadersOff SLOHeaders = iota
+	// SLOHeadersStrip reads them and removes them before the upstream.
+	SLOHeadersStrip
+	// SLOHeadersKeep reads them and passes them on, for an upstream
+	// that routes on them too.
+	SLOHeadersKeep
+)
 
 // Host answers what only the server running the middleware knows. Each
 // field may be nil; the zero Host is plain net/http's answer.

@@ -38,6 +38,7 @@ const (
 	attrOverhead                 = attribute.Key("tokentap.overhead")
 	attrCostUSD                  = attribute.Key("tokentap.cost.usd")
 	attrSLOMet                   = attribute.Key("tokentap.slo.met")
+	attrSLOSource                = attribute.Key("tokentap.slo.source")
 	attrHealthState              = attribute.Key("tokentap.health.state")
 	attrProbe                    = attribute.Key("tokentap.probe")
 	// attrLangfuseCompletionStart is Langfuse's own, not tokentap's:

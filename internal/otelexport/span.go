@@ -30,6 +30,17 @@ var spanAttrs = sync.Pool{New: func() any {
 	return &b
 }}
 
+// sloSource is tokentap.slo.source by whether the request stated its own
+// objective, built once.
+var sloSource = [2]attribute.KeyValue{attrSLOSource.String("config"), attrSLOSource.String("request")}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // Record finishes the span of r.
 func (s Spans) Record(r *sink.Result) {
 	span := trace.SpanFromContext(r.Ctx)
@@ -58,7 +69,7 @@ func (s Spans) Record(r *sink.Result) {
 		attrs = append(attrs, attrCostUSD.Float64(r.Cost))
 	}
 	if r.SLO != slo.NotJudged {
-		attrs = append(attrs, attrSLOMet.Bool(r.SLO == slo.Met))
+		attrs = append(attrs, attrSLOMet.Bool(r.SLO == slo.Met), sloSource[boolIndex(r.SLOFromRequest)])
 	}
 	if r.Probe {
 		attrs = append(attrs, attrProbe.Bool(true))

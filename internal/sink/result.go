@@ -63,9 +63,11 @@ type Result struct {
 	Cost     float64
 	HasCost  bool
 	Unpriced bool
-	// SLO is the verdict of the objective configured for the model
-	// (slo.NotJudged when none is).
-	SLO slo.Verdict
+	// SLO is the verdict of the objective the request stated for itself
+	// (SLOFromRequest), else of the one configured for the model
+	// (slo.NotJudged when none applies).
+	SLO            slo.Verdict
+	SLOFromRequest bool
 	// RowSlow is set when the result's live stats row was slow (package
 	// drift) once this result was counted there, which happens before any
 	// sink runs: the span marks a request measured during a slowdown.
