@@ -25,7 +25,7 @@ const defaultLoadRequests = 100
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "load",
-		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--repeat <n>] [--warmup <n>] [--input-tokens <mean>[,<stdev>]] [--slo ttft=<d>,tps=<n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json] [--report <file>.html] [--replay <file>... [--time-scale <k>]]",
+		Usage: "--url <url> --model <name> [--model <name>...] [--api openai|anthropic] [--concurrency <n> | --rate <per second> [--arrival constant|poisson] [--burstiness <b>] [--seed <n>]] [--sweep concurrency=<n,...>|rate=<r,...>] [--repeat <n>] [--warmup <n>] [--input-tokens <mean>[,<stdev>]] [--tokenizer o200k_base|cl100k_base|none] [--slo ttft=<d>,tps=<n>] [--requests <n>] [--duration <d>] [--prompts <file>] [--max-tokens <n>] [--header 'Name: value'...] [--timeout <d>] [--json] [--report <file>.html] [--replay <file>... [--time-scale <k>]]",
 		Short: "Sends streaming load to an LLM API and reports TTFT, tokens/s and inter-token latency per model",
 		Long: `
 Sends streaming chat requests to an OpenAI Chat Completions or Anthropic
