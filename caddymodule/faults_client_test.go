@@ -183,8 +183,8 @@ func warm(t *testing.T, sink *otlpsink.Sink, client *http.Client, up *faultsUpst
 // for the upstream to get ahead of the client would be tokentap buffering.
 const slowReaderTotal = 64 << 20
 
-// The slow reader's bounds, against what docs/RELIABILITY.md publishes:
-// twice the most the kernel's buffers let the upstream get ahead, and
+// The slow reader's bounds, which docs/RELIABILITY.md states: about twice
+// the most the kernel's buffers let the upstream get ahead, and
 // a growth of the live heap far below any buffering that matters.
 const (
 	slowReaderMaxAhead      = 20 << 20
@@ -234,8 +234,8 @@ func TestSlowReader(t *testing.T) {
 	client := faultsClient()
 	defer client.CloseIdleConnections()
 	// One exchange first, without usage, so that what the first one
-	// loads for good (the tokenizer's vocabulary, some 4 MiB) is in the
-	// baseline.
+	// loads for good (the tokenizer's vocabulary, several MiB:
+	// TestVocabularyMemory) is in the baseline.
 	warm(t, sink, client, up)
 
 	tc := newTraceContext(t)
@@ -293,16 +293,16 @@ func TestSlowReader(t *testing.T) {
 	if got := h.Sum(nil); string(got) != string(want[:]) || read != written.Load() {
 		t.Errorf("client read %d bytes (sha256 %x), upstream sent %d (sha256 %x)", read, got[:6], written.Load(), want[:6])
 	}
-	// The kernel's loopback socket buffers held 8 to 10 MiB between the
-	// upstream and the client (docs/RELIABILITY.md); tokentap buffering
-	// would let the upstream send all 64 MiB at once.
+	// The kernel's loopback socket buffers hold several MiB between the
+	// upstream and the client; tokentap buffering would let the upstream
+	// send all 64 MiB at once.
 	if maxAhead > slowReaderMaxAhead {
 		t.Errorf("the upstream got %d MiB out while the client had read %d MiB, at most %d MiB ahead: over %d MiB, something buffered",
 			stalledAt>>20, (read-n)>>20, maxAhead>>20, slowReaderMaxAhead>>20)
 	}
 	// What the exchange holds while the client crawls: connection and
-	// copy buffers, the upstream handler's own 64 KiB piece: 80 to
-	// 320 KiB in runs with and without -race (docs/RELIABILITY.md).
+	// copy buffers, the upstream handler's own 64 KiB piece; buffering
+	// the stream would hold MiB.
 	if grew := int64(heapStalled) - int64(heapBase); grew > slowReaderMaxHeapGrowth {
 		t.Errorf("the live heap grew by %d KiB while the client crawled, over %d KiB (readings before %v KiB, stalled %v KiB)",
 			grew>>10, slowReaderMaxHeapGrowth>>10, basePicks, stalledPicks)

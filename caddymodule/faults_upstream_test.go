@@ -192,8 +192,8 @@ http://`+faultsProxyAddr+` {
 	// One delta of 256 KiB of a single character: the tokenizer's worst
 	// case (no pre-split point), in a request that asks for no usage. A
 	// delta that long goes to the heuristic instead (meter's
-	// maxTokenizedDelta); tokenized, it held its bytes back for over 100 ms
-	// and allocated 12 MiB, which maxAlloc catches.
+	// maxTokenizedDelta); tokenized, it holds its bytes back for over
+	// 100 ms and allocates 12 MiB, which maxAlloc catches.
 	var run bytes.Buffer
 	run.Write(bytes.Repeat(chatEvent(model, " word"), 3))
 	run.Write(chatEvent(model, " "+strings.Repeat("=", 256<<10)))
@@ -291,8 +291,8 @@ http://`+faultsProxyAddr+` {
 			body:        run.Bytes(),
 			wantOutcome: "completed", wantOutputFound: true,
 			wantTokens: 4, wantSource: "reported", wantChunks: 7,
-			// 1.4 to 1.6 MiB allocated with and without -race
-			// (docs/RELIABILITY.md): the bound is under twice that.
+			// Measuring it allocates about half this bound, with
+			// and without -race.
 			maxAlloc: 3 << 20,
 		},
 		{
@@ -300,9 +300,8 @@ http://`+faultsProxyAddr+` {
 			body:        garbage,
 			wantOutcome: "truncated", wantErrorType: "truncated", wantSpanError: true,
 			wantChunks: 0,
-			// 140 to 240 KiB allocated with and without -race, about
-			// what an exchange of a few bytes allocates
-			// (docs/RELIABILITY.md): the bound is twice the most.
+			// About what an exchange of a few bytes allocates, with
+			// and without -race; the bound is twice the most seen.
 			maxAlloc: 480 << 10,
 		},
 	}

@@ -478,7 +478,7 @@ func checkAcceptanceRow(t *testing.T, rep *stats.Report, v acceptanceView, m acc
 	return row
 }
 
-// TestStatsAcceptance is the issue's acceptance test, the part that holds
+// TestStatsAcceptance is the live comparison's acceptance test, the part that holds
 // whatever the machine's load (it runs in the -race suite): the simulator
 // serves model A at ~40 tokens/s and model B at ~120 tokens/s through two
 // tokentap instances, and `tokentap stats` shows each model in a row of its

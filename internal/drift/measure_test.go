@@ -295,9 +295,9 @@ func TestOperatingCurve(t *testing.T) {
 	}
 }
 
-// TestNoisierRows measures beyond the noise models: a row whose
-// requests vary with a log-normal σ of 0.4, twice theirs (one σ is -33 %
-// to +49 %). Its false alarms stay rare (at most 1 % of 2,000-request
+// TestNoisierRows measures beyond the two noise models of docs/drift.md: a
+// row whose requests vary with a log-normal σ of 0.4, twice theirs (one σ
+// is -33 % to +49 %). Its false alarms stay rare (at most 1 % of 2,000-request
 // runs), since the test scales by the baseline's spread and widens its
 // tolerance by the baseline's error, and its flags come later: a fall of
 // 30 % is flagged within 100 requests in at least two runs of three, and

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 )
 
-// The two noise models of the issue, as factors on a request's true
+// The two noise models docs/drift.md measures, as factors on a request's true
 // value. Each is drawn independently for every signal of every request.
 
 // uniform is 1+u, u uniform in [-w, +w]: "20 % jitter" for w = 0.2.
@@ -24,6 +24,6 @@ type noiseModel struct {
 var (
 	uniform20   = noiseModel{"uniform ±20 %", func(r *rand.Rand) float64 { return uniform(r, 0.2) }}
 	lognormal20 = noiseModel{"log-normal σ 0.2", func(r *rand.Rand) float64 { return lognormal(r, 0.2) }}
-	// The issue's two models; the tests assert their bounds on these.
+	// The two models docs/drift.md reports; the tests assert their bounds on these.
 	issueNoise = []noiseModel{uniform20, lognormal20}
 )

@@ -24,14 +24,14 @@ import (
 // gen_ai.client.operation.time_per_output_chunk has a point per chunk
 // after the first (the conventions' definition), dozens per request, and
 // the SDK's Record normalises the attribute set and updates each reader's
-// aggregation once per point: on a stream it was most of the metric sink's
-// cost (docs/BENCHMARKS.md, "Issue 16"). The meter already keeps a
-// request's gaps bucketed on this histogram's own boundaries, so with
+// aggregation once per point: on a stream that would be most of the metric
+// sink's cost (BenchmarkRecordMetrics measures the sink). The meter already
+// keeps a request's gaps bucketed on this histogram's own boundaries, so with
 // explicit buckets (the default) tokentap aggregates the histogram itself,
 // one update per request, and hands it to every reader as an SDK metric
 // Producer. The data points are those the SDK would make of the same
 // points (TestChunkGapsProducerMatchesSDK). With exponential histograms
-// (histogramAggregationEnv) the points go through the SDK as before, since
+// (histogramAggregationEnv) the points go through the SDK, since
 // only the SDK's aggregation can place them on its exponential scale.
 
 // gapPoints calls fn for the points recordChunkGaps records of a request's

@@ -84,7 +84,7 @@ type served struct {
 	ttft, tps float64
 }
 
-// TestPageEndToEnd is the acceptance test for the page: traffic
+// TestPageEndToEnd is the page's acceptance test: traffic
 // from the simulator with two models of known speeds goes through tokentap
 // in a real Caddy; the page, loaded from the admin API in headless
 // Chromium, must show both models, the faster one first, with the time to

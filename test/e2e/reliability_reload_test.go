@@ -102,8 +102,8 @@ func TestReliabilityReloads(t *testing.T) {
 
 	// Every stream on a connection of its own. A reload closes the old
 	// server's idle keep-alive connections, and a POST sent on one at
-	// that instant gets EOF (seen once in CI, -race binary): HTTP/1.1's
-	// race between reusing an idle connection and its close, which Go's
+	// that instant gets EOF: HTTP/1.1's race between reusing an idle
+	// connection and its close, which Go's
 	// client does not retry for a POST and the SDKs do. A stream must
 	// fail here only if tokentap or the reload lost it.
 	tr := &http.Transport{DisableCompression: true, DisableKeepAlives: true}

@@ -29,9 +29,9 @@ const (
 )
 
 // Counter counts tokens in one encoding. It implements meter.Estimator. The
-// vocabulary (tens of MiB once expanded) loads on first use, not at start,
-// so a process whose streams all carry usage never pays for it. A Counter is
-// safe for concurrent use.
+// vocabulary loads on Load or on first use, once per process, so a caller
+// chooses when to pay for it (TestVocabularyMemory bounds its heap). A
+// Counter is safe for concurrent use.
 type Counter struct {
 	encoding tokenizer.Encoding
 	once     sync.Once
