@@ -13,7 +13,7 @@ import (
 )
 
 // Content capture: prompts and completions on the span, only when asked
-// for (README, docs/telemetry.md "Content capture").
+// for (docs/caddyfile.md, docs/telemetry.md "Content capture").
 
 // captureEnv is the switch other GenAI instrumentations read (the
 // OpenTelemetry Python GenAI utilities' names and values), honoured when

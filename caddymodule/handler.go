@@ -39,7 +39,8 @@ const (
 // degrade the measurement, never the traffic.
 //
 // Traces are exported over OTLP (gRPC by default) and configured with the
-// standard OTEL_* environment variables; see the README.
+// standard OTEL_* environment variables (docs/telemetry.md, "Export
+// configuration").
 type Handler struct {
 	// Provider sets gen_ai.provider.name (e.g. "openai", "anthropic",
 	// "gcp.gemini"). Default: inferred from the upstream host when it is a
