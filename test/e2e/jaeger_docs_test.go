@@ -561,13 +561,13 @@ func docJSONContains(got, want any, path string, measured bool) (string, bool) {
 	return "", true
 }
 
-// walkthroughPaths are where the README's walk-through may be: README.md once
-// merged, docs/readme-jaeger.md (the text proposed for it) before.
-var walkthroughPaths = []string{"README.md", "docs/readme-jaeger.md"}
+// walkthroughPaths are where the walk-through is: the getting-started
+// tutorial, which the README's quick start links to.
+var walkthroughPaths = []string{"docs/getting-started.md"}
 
 const walkthroughHeading = "From zero to a trace in Jaeger"
 
-// TestJaegerWalkthrough runs the README's "From zero to a trace in Jaeger"
+// TestJaegerWalkthrough runs the tutorial's "From zero to a trace in Jaeger"
 // commands exactly as written: Jaeger from test/tools/jaeger, tokentap with the
 // repository's Caddyfile, one curl through the simulator route, the trace
 // read back with curl, and the abridged answer the walk-through shows
