@@ -24,9 +24,15 @@ const (
 // report is a run's figures, with what is needed to reproduce and judge
 // them: the machine, the command, the settings and the load average.
 type report struct {
-	Started     time.Time     `json:"started"`
-	Seconds     float64       `json:"seconds"`
-	Machine     machine       `json:"machine"`
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	Machine machine   `json:"machine"`
+	// Commit is the checkout's HEAD when the run started, and Dirty
+	// whether the checkout had changes then: the build measured is the
+	// one --binary names, which the results file can only trust to be
+	// this commit's when the tree was clean.
+	Commit      string        `json:"commit,omitempty"`
+	Dirty       bool          `json:"dirty,omitempty"`
 	Command     string        `json:"command"`
 	Settings    settings      `json:"settings"`
 	LoadAverage loadRange     `json:"load_average"`
@@ -57,12 +63,15 @@ type settings struct {
 }
 
 // loadRange is the 1-minute load average at the start and end of the run
-// and its range over the measured cells.
+// and its range over the measured cells, with the 5- and 15-minute
+// averages at the start, which say how busy the machine was before.
 type loadRange struct {
-	Start float64 `json:"start"`
-	End   float64 `json:"end"`
-	Min   float64 `json:"cells_min"`
-	Max   float64 `json:"cells_max"`
+	Start   float64 `json:"start"`
+	Start5  float64 `json:"start_5min"`
+	Start15 float64 `json:"start_15min"`
+	End     float64 `json:"end"`
+	Min     float64 `json:"cells_min"`
+	Max     float64 `json:"cells_max"`
 }
 
 type levelReport struct {
@@ -380,15 +389,29 @@ func opt(v *float64, format string) string {
 	return fmt.Sprintf(format, *v)
 }
 
-// writeMarkdown prints the report as Markdown, ready for
-// docs/BENCHMARKS.md.
+// writeMarkdown prints the report as Markdown under a heading of its own.
 func (rep *report) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "## Overhead benchmark, %s\n\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"))
+	rep.writeResults(w)
+}
+
+// writeResults prints the report's figures as Markdown, with ### headings:
+// docs/BENCHMARKS.md's current results are this text, rendered from the
+// newest results file (--render, TestBenchmarksDoc).
+func (rep *report) writeResults(w io.Writer) {
 	var b strings.Builder
 	m := rep.Machine
-	fmt.Fprintf(&b, "## Overhead benchmark, %s\n\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Run %s", rep.Started.UTC().Format("2006-01-02 15:04 MST"))
+	if rep.Commit != "" {
+		fmt.Fprintf(&b, " at commit %s", rep.Commit)
+		if rep.Dirty {
+			b.WriteString(" with uncommitted changes")
+		}
+	}
+	b.WriteString(". ")
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %.0f GiB, Linux %s, %s. ", m.CPU, m.CPUs, m.MemoryGiB, m.Kernel, m.Go)
-	fmt.Fprintf(&b, "Load average (1 min): %.2f at the start, %.2f at the end, %.2f–%.2f over the cells. ",
-		rep.LoadAverage.Start, rep.LoadAverage.End, rep.LoadAverage.Min, rep.LoadAverage.Max)
+	fmt.Fprintf(&b, "Load average (1 min): %.2f at the start (5 min %.2f, 15 min %.2f), %.2f at the end, %.2f–%.2f over the cells. ",
+		rep.LoadAverage.Start, rep.LoadAverage.Start5, rep.LoadAverage.Start15, rep.LoadAverage.End, rep.LoadAverage.Min, rep.LoadAverage.Max)
 	fmt.Fprintf(&b, "Run time %.0f s.\n\n", rep.Seconds)
 	fmt.Fprintf(&b, "Command: `%s`; %d rounds of %g s per path and level, simulator time to first token %g ms.\n\n",
 		rep.Command, rep.Settings.Rounds, rep.Settings.CellSeconds, rep.Settings.TTFTMillis)
