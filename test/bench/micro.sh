@@ -32,7 +32,7 @@ out="test/bench/results/micro-$(date -u +%F)-$commit.txt"
 benches=(
 	"./internal/exchange" 'BenchmarkWrite$|BenchmarkExchange$|BenchmarkFinish$|BenchmarkRequestSetup$'
 	"./test/bench/meterbench" 'BenchmarkMeter$|BenchmarkMeterInterleaved$'
-	"./internal/meter" 'Event$|EventEscapes$'
+	"./internal/meter" 'Event$|EventEscapes$|Stream$'
 	"./internal/stats" 'BenchmarkRecord$'
 	"./internal/otelexport" 'BenchmarkRecordMetrics$'
 	"./sse" 'BenchmarkDecoder$'
