@@ -382,6 +382,10 @@ func (rep *report) targets() []target {
 	return out
 }
 
+// cell escapes the pipes of a table cell's text, such as |difference|,
+// which would otherwise end the cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
 func opt(v *float64, format string) string {
 	if v == nil {
 		return "–"
@@ -413,6 +417,11 @@ func (rep *report) writeResults(w io.Writer) {
 	fmt.Fprintf(&b, "Load average (1 min): %.2f at the start (5 min %.2f, 15 min %.2f), %.2f at the end, %.2f–%.2f over the cells. ",
 		rep.LoadAverage.Start, rep.LoadAverage.Start5, rep.LoadAverage.Start15, rep.LoadAverage.End, rep.LoadAverage.Min, rep.LoadAverage.Max)
 	fmt.Fprintf(&b, "Run time %.0f s.\n\n", rep.Seconds)
+	if rep.Machine.CPUs > 0 && rep.LoadAverage.Max > float64(rep.Machine.CPUs) {
+		// A load above the CPU count means runnable work waiting, some of
+		// it not the benchmark's: the figures then carry other jobs' noise.
+		fmt.Fprintf(&b, "The machine was busy during this run: the load average rose above its %d CPUs over the cells, so other work competed with the proxies. Read each figure against the A/A control's, and re-take the run on a quieter machine before relying on a small difference.\n\n", rep.Machine.CPUs)
+	}
 	fmt.Fprintf(&b, "Command: `%s`; %d rounds of %g s per path and level, simulator time to first token %g ms.\n\n",
 		rep.Command, rep.Settings.Rounds, rep.Settings.CellSeconds, rep.Settings.TTFTMillis)
 
@@ -474,7 +483,7 @@ func (rep *report) writeResults(w io.Writer) {
 		if t.Met {
 			met = "yes"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, met, t.Note)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(t.Name), cell(t.Want), cell(t.Got), met, cell(t.Note))
 	}
 	if len(rep.Notes) > 0 {
 		b.WriteString("\nNotes:\n\n")
