@@ -34,11 +34,11 @@ func simHeader(ttft time.Duration, rate float64, tokens int) http.Header {
 // square, in which every path takes every position once and follows every
 // other path once, so that neither a position in the round nor the path
 // before it favours one path over four rounds. A B C D then D C B A alone
-// balanced Caddy and tokentap but not the A/A control, always first or
-// last, which then measured below 1 over a series of runs (docs/
-// BENCHMARKS.md, "Issue 16: twelve runs of one build"). The first two rows
-// are that alternation, so that two rounds (--short) still give Caddy,
-// tokentap and the fourth path the same mean position.
+// would balance Caddy and tokentap but not the A/A control, always first
+// or last, a position that biases its CPU below Caddy's over a series of
+// runs. The first two rows are that alternation, so that two rounds
+// (--short) still give Caddy, tokentap and the fourth path the same mean
+// position.
 var roundOrders = [4][numPaths]int{
 	{pathDirect, pathCaddy, pathTokentap, pathControl},
 	{pathControl, pathTokentap, pathCaddy, pathDirect},

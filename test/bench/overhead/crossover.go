@@ -9,9 +9,9 @@ import (
 // A series with --compare is a two-treatment, two-sequence crossover:
 // every run measures both builds, one on the tokentap path and one on the
 // fourth, and the builds swap paths each run. The paths themselves differ
-// within a series (docs/BENCHMARKS.md has series where one read 0.04 ×
-// dearer than the other for the same build, in either direction), so a
-// run's difference is the builds' difference plus or minus the paths'.
+// within a series (one build can read dearer on one path than on the
+// other, in either direction), so a run's difference is the builds'
+// difference plus or minus the paths'.
 // The mean of the differences cancels the paths' share when the runs are
 // balanced, but its spread counts it as noise. The crossover analysis of
 // Hills and Armitage (1979) splits the runs by which path the first build

@@ -27,6 +27,12 @@
 //	go build -o /tmp/tokentap ./cmd/tokentap
 //	go run ./test/bench/overhead --binary /tmp/tokentap [--short] [--json out.json]
 //
+// A full run's --json file, kept under test/bench/results, is the data of
+// docs/BENCHMARKS.md's current results; --render prints them from it, and
+// TestBenchmarksDoc holds the document to the newest file:
+//
+//	go run ./test/bench/overhead --render test/bench/results/<date>-<commit>.json
+//
 // Two builds, or one against its A/A control, over a series of whole runs
 // with a summary of each build's figures and their paired difference, and
 // for two builds that difference split into the builds' share and the
@@ -100,6 +106,10 @@ type options struct {
 	portBase    int
 	adminBase   int
 	workDir     string
+	// render, when set, names a results file written by --json whose
+	// figures are printed as docs/BENCHMARKS.md's current results; no
+	// benchmark runs.
+	render string
 }
 
 // defaultLevels are the three concurrencies. At 64 and 512 streams
@@ -128,6 +138,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.profileFor, "profile-duration", 10*time.Second, "how long to profile, e.g. 20s")
 	fs.IntVar(&o.portBase, "port-base", 9350, "the simulator's port; the proxies use the next three, the OTLP sink base+9")
 	fs.IntVar(&o.adminBase, "admin-base", 2350, "the simulator's admin port; the proxies use the next three")
+	fs.StringVar(&o.render, "render", "", "print the Markdown of a results file written by --json, as docs/BENCHMARKS.md shows it, and run nothing")
 	fs.StringVar(&o.workDir, "workdir", "", "keep configs and logs here (default: a temporary directory, removed after a successful run)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -236,6 +247,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(2)
 	}
+	if o.render != "" {
+		rep, err := readReport(o.render)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "overhead:", err)
+			os.Exit(1)
+		}
+		rep.writeResults(os.Stdout)
+		return
+	}
 	// The client's garbage collection stalls would add to every path's
 	// delays alike; fewer collections make the noise floor lower.
 	debug.SetGCPercent(400)
@@ -283,6 +303,22 @@ func mainSeries(ctx context.Context, o options) error {
 		err = errors.Join(err, writeJSON(o.jsonOut, s))
 	}
 	return err
+}
+
+// readReport reads a single run's results file, as --json writes it.
+func readReport(path string) (*report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(rep.Levels) == 0 {
+		return nil, fmt.Errorf("%s: not a single run's results (no levels; a --runs series is not rendered)", path)
+	}
+	return &rep, nil
 }
 
 func writeJSON(path string, rep any) error {

@@ -190,20 +190,37 @@ func parseStatusRSS(status []byte) (int64, error) {
 // loadAverage is the 1-minute load average, the figure every result is
 // reported with: on a shared machine it says how much of the noise was
 // other work.
-func loadAverage() float64 {
+func loadAverage() float64 { return loadAverages()[0] }
+
+// loadAverages reads the 1-, 5- and 15-minute load averages, -1 for any
+// that cannot be read.
+func loadAverages() [3]float64 {
+	out := [3]float64{-1, -1, -1}
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
-		return -1
+		return out
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return -1
+	for i, f := range strings.Fields(string(b)) {
+		if i == len(out) {
+			break
+		}
+		if v, err := strconv.ParseFloat(f, 64); err == nil {
+			out[i] = v
+		}
 	}
-	v, err := strconv.ParseFloat(f[0], 64)
+	return out
+}
+
+// checkout names the commit the working directory's checkout is at and
+// whether its tracked files differ from it; both empty outside a git
+// checkout.
+func checkout(ctx context.Context) (commit string, dirty bool) {
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
 	if err != nil {
-		return -1
+		return "", false
 	}
-	return v
+	status, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output()
+	return strings.TrimSpace(string(out)), err != nil || len(bytes.TrimSpace(status)) > 0
 }
 
 // checkFree fails when one of addrs is already taken, before any process

@@ -24,9 +24,15 @@ const (
 // report is a run's figures, with what is needed to reproduce and judge
 // them: the machine, the command, the settings and the load average.
 type report struct {
-	Started     time.Time     `json:"started"`
-	Seconds     float64       `json:"seconds"`
-	Machine     machine       `json:"machine"`
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	Machine machine   `json:"machine"`
+	// Commit is the checkout's HEAD when the run started, and Dirty
+	// whether the checkout had changes then: the build measured is the
+	// one --binary names, which the results file can only trust to be
+	// this commit's when the tree was clean.
+	Commit      string        `json:"commit,omitempty"`
+	Dirty       bool          `json:"dirty,omitempty"`
 	Command     string        `json:"command"`
 	Settings    settings      `json:"settings"`
 	LoadAverage loadRange     `json:"load_average"`
@@ -57,12 +63,15 @@ type settings struct {
 }
 
 // loadRange is the 1-minute load average at the start and end of the run
-// and its range over the measured cells.
+// and its range over the measured cells, with the 5- and 15-minute
+// averages at the start, which say how busy the machine was before.
 type loadRange struct {
-	Start float64 `json:"start"`
-	End   float64 `json:"end"`
-	Min   float64 `json:"cells_min"`
-	Max   float64 `json:"cells_max"`
+	Start   float64 `json:"start"`
+	Start5  float64 `json:"start_5min"`
+	Start15 float64 `json:"start_15min"`
+	End     float64 `json:"end"`
+	Min     float64 `json:"cells_min"`
+	Max     float64 `json:"cells_max"`
 }
 
 type levelReport struct {
@@ -373,6 +382,10 @@ func (rep *report) targets() []target {
 	return out
 }
 
+// cell escapes the pipes of a table cell's text, such as |difference|,
+// which would otherwise end the cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
 func opt(v *float64, format string) string {
 	if v == nil {
 		return "–"
@@ -380,16 +393,35 @@ func opt(v *float64, format string) string {
 	return fmt.Sprintf(format, *v)
 }
 
-// writeMarkdown prints the report as Markdown, ready for
-// docs/BENCHMARKS.md.
+// writeMarkdown prints the report as Markdown under a heading of its own.
 func (rep *report) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "## Overhead benchmark, %s\n\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"))
+	rep.writeResults(w)
+}
+
+// writeResults prints the report's figures as Markdown, with ### headings:
+// docs/BENCHMARKS.md's current results are this text, rendered from the
+// newest results file (--render, TestBenchmarksDoc).
+func (rep *report) writeResults(w io.Writer) {
 	var b strings.Builder
 	m := rep.Machine
-	fmt.Fprintf(&b, "## Overhead benchmark, %s\n\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Run %s", rep.Started.UTC().Format("2006-01-02 15:04 MST"))
+	if rep.Commit != "" {
+		fmt.Fprintf(&b, " at commit %s", rep.Commit)
+		if rep.Dirty {
+			b.WriteString(" with uncommitted changes")
+		}
+	}
+	b.WriteString(". ")
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %.0f GiB, Linux %s, %s. ", m.CPU, m.CPUs, m.MemoryGiB, m.Kernel, m.Go)
-	fmt.Fprintf(&b, "Load average (1 min): %.2f at the start, %.2f at the end, %.2f–%.2f over the cells. ",
-		rep.LoadAverage.Start, rep.LoadAverage.End, rep.LoadAverage.Min, rep.LoadAverage.Max)
+	fmt.Fprintf(&b, "Load average (1 min): %.2f at the start (5 min %.2f, 15 min %.2f), %.2f at the end, %.2f–%.2f over the cells. ",
+		rep.LoadAverage.Start, rep.LoadAverage.Start5, rep.LoadAverage.Start15, rep.LoadAverage.End, rep.LoadAverage.Min, rep.LoadAverage.Max)
 	fmt.Fprintf(&b, "Run time %.0f s.\n\n", rep.Seconds)
+	if rep.Machine.CPUs > 0 && rep.LoadAverage.Max > float64(rep.Machine.CPUs) {
+		// A load above the CPU count means runnable work waiting, some of
+		// it not the benchmark's: the figures then carry other jobs' noise.
+		fmt.Fprintf(&b, "The machine was busy during this run: the load average rose above its %d CPUs over the cells, so other work competed with the proxies. Read each figure against the A/A control's, and re-take the run on a quieter machine before relying on a small difference.\n\n", rep.Machine.CPUs)
+	}
 	fmt.Fprintf(&b, "Command: `%s`; %d rounds of %g s per path and level, simulator time to first token %g ms.\n\n",
 		rep.Command, rep.Settings.Rounds, rep.Settings.CellSeconds, rep.Settings.TTFTMillis)
 
@@ -451,7 +483,7 @@ func (rep *report) writeMarkdown(w io.Writer) {
 		if t.Met {
 			met = "yes"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, met, t.Note)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(t.Name), cell(t.Want), cell(t.Got), met, cell(t.Note))
 	}
 	if len(rep.Notes) > 0 {
 		b.WriteString("\nNotes:\n\n")

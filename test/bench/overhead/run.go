@@ -131,7 +131,9 @@ func run(ctx context.Context, o options, log io.Writer) (*report, error) {
 		}
 	}
 	rep := &report{Started: began, Machine: describeMachine(o.binary), Command: commandLine(), Settings: settingsOf(o)}
-	rep.LoadAverage.Start = loadAverage()
+	la := loadAverages()
+	rep.LoadAverage.Start, rep.LoadAverage.Start5, rep.LoadAverage.Start15 = la[0], la[1], la[2]
+	rep.Commit, rep.Dirty = checkout(ctx)
 
 	// Deferred before start: a start that fails half-way must still stop
 	// what it started.
