@@ -19,7 +19,7 @@ import (
 // up to maxHeldWrites: in a proxy serving many streams, a stream's meter
 // state and the reading code have gone cold by its next event, and reading
 // eight events in a row pays for that once, not eight times
-// (BenchmarkMeterInterleaved; figures in docs/BENCHMARKS.md). Every event
+// (BenchmarkMeterInterleaved; its figures in test/bench/results). Every event
 // keeps the time it was written; nothing reads the measurement before the
 // response ends, when the rest is read.
 //

@@ -89,7 +89,7 @@ type ModelReport struct {
 	UsageVsTokenizer *UsageVsTokenizer `json:"usage_vs_tokenizer,omitempty"`
 	// Throughput is OutputTokens over the run's elapsed time: what the
 	// endpoint delivered to all clients together, the third of the
-	// report's three tokens/s (docs/BENCHMARKS.md, "Three tokens/s").
+	// report's three tokens/s (docs/load-testing.md, "Three tokens/s").
 	Throughput float64 `json:"throughput_tokens_per_second"`
 	// Goodput is the requests and tokens/s that met Config.SLO; absent
 	// without one.

@@ -66,8 +66,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// The clock starts on a collected heap: a collection that the bodies
 	// made above would otherwise trigger lands on the first burst, and
 	// with two cores its mark phase holds one of them, so that burst's
-	// requests start milliseconds late (docs/BENCHMARKS.md, "Replaying
-	// recorded traffic").
+	// requests start milliseconds late (docs/load-testing.md,
+	// "Replaying").
 	runtime.GC()
 	cpu0, cpuOK := processCPU()
 	start := time.Now()

@@ -10,7 +10,7 @@ import (
 )
 
 // The sweep's bounds: what the sketch's 1 % bins and a quiet machine's
-// timer and loopback add (docs/BENCHMARKS.md, "Load shapes").
+// timer and loopback add (docs/load-testing.md, "Load shapes").
 const (
 	sweepTTFTSlack = 5 * time.Millisecond
 	sweepRateSlack = 0.03

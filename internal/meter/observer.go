@@ -38,7 +38,7 @@ type Observer struct {
 // maxTokenizedDelta bounds the delta handed to the Estimator. Counting runs
 // on the delivery path, and a tokenizer's cost grows with the text it has
 // not seen, so a broken or hostile stream's huge delta would hold its bytes
-// back (docs/BENCHMARKS.md measures the longest delta allowed). Real deltas
+// back (BenchmarkTokensLongestDelta measures the longest delta allowed). Real deltas
 // are a few bytes to a few hundred; one over this size is counted by the
 // heuristic instead.
 const maxTokenizedDelta = 4 << 10

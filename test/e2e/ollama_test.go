@@ -321,7 +321,7 @@ func checkOllamaCase(t *testing.T, c ollamaCase, wire ollamaStream, earlier map[
 		row.estimate = est
 		t.Logf("tokentap estimated %d output tokens; Ollama counted %d for the same request (%+.1f %%)",
 			est, same.outputTokens, 100*(float64(est)/float64(same.outputTokens)-1))
-		// The bounds docs/BENCHMARKS.md states: on whole words the estimate
+		// The bounds docs/accuracy.md states: on whole words the estimate
 		// is the count within 2 %; on the byte model it counts each
 		// character about once where the model spends 2 to 4 tokens, so
 		// it is under the count, by at most 40 %.

@@ -112,7 +112,7 @@ type options struct {
 	render string
 }
 
-// defaultLevels are the three concurrencies. At 64 and 512 streams
+// defaultLevels are the three concurrencies the targets are set at. At 64 and 512 streams
 // the machine carries about 6,400 and 10,000 events a second, well below
 // what two cores can move, so that delays are the proxies' own and not a
 // queue's; --short keeps the levels and shortens the rounds.

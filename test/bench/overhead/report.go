@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The issue's targets.
+// The overhead targets (docs/BENCHMARKS.md, "What the targets ask").
 const (
 	targetLevel          = 64   // the concurrency the delay and CPU targets apply at
 	targetAddedP50       = 20.0 // µs of added per-event delay at the median
@@ -142,7 +142,7 @@ type accuracyRow struct {
 	RateUndefinedSpans int     `json:"rate_undefined"`
 }
 
-// target is one of the issue's targets and where the run left it.
+// target is one of the overhead targets and where the run left it.
 type target struct {
 	Name string `json:"name"`
 	Want string `json:"want"`
@@ -305,7 +305,7 @@ func accuracy(b *bench, spans []sinkSpan) []accuracyRow {
 	return rows
 }
 
-// targets judges the run against the issue's targets.
+// targets judges the run against the overhead targets.
 func (rep *report) targets() []target {
 	var out []target
 	var at *levelReport
