@@ -55,12 +55,12 @@ state=$(mktemp -d)
 if [ -z "${JAEGER_BINARY:-}" ]; then
 	say "building Jaeger v2 from test/tools/jaeger (about ten minutes the first time)"
 	# Into Go's build cache, shared with `go -C test/tools/jaeger tool jaeger`.
-	JAEGER_BINARY=$(go -C "$root/tools/jaeger" tool -n jaeger)
+	JAEGER_BINARY=$(go -C "$root/test/tools/jaeger" tool -n jaeger)
 fi
 if [ -z "${OTELCOL_BINARY:-}" ]; then
 	say "building the OpenTelemetry Collector from test/tools/otelcol"
 	OTELCOL_BINARY=$bindir/otelcol
-	go -C "$root/tools/otelcol" build -o "$OTELCOL_BINARY" .
+	go -C "$root/test/tools/otelcol" build -o "$OTELCOL_BINARY" .
 fi
 if [ -z "${TOKENTAP_BINARY:-}" ]; then
 	say "building tokentap"

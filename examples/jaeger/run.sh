@@ -44,7 +44,7 @@ if [ -z "${JAEGER_BINARY:-}" ]; then
 	say "building Jaeger v2 from test/tools/jaeger (about ten minutes the first time)"
 	# `go tool -n` builds the tool into Go's build cache and prints where,
 	# so this and `go -C test/tools/jaeger tool jaeger` share one build.
-	JAEGER_BINARY=$(go -C "$root/tools/jaeger" tool -n jaeger)
+	JAEGER_BINARY=$(go -C "$root/test/tools/jaeger" tool -n jaeger)
 fi
 if [ -z "${TOKENTAP_BINARY:-}" ]; then
 	say "building tokentap"
