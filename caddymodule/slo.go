@@ -72,7 +72,7 @@ func (h *Handler) unmarshalSLOHeaders(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 	}
-	if h.SLOHeaders != "strip" && h.SLOHeaders != "keep" {
+	if _, ok := sloHeaderModes[h.SLOHeaders]; !ok || h.SLOHeaders == "" {
 		return d.Errf("slo_headers %q: want strip or keep", h.SLOHeaders)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/internal/cost"
@@ -153,7 +154,7 @@ func New(cfg Config) *Middleware {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.Tracer == nil {
-		cfg.Tracer = trace.NewNoopTracerProvider().Tracer("")
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	if cfg.Propagator == nil {
 		cfg.Propagator = propagation.NewCompositeTextMapPropagator()
@@ -222,8 +223,7 @@ func (mw *Middleware) Handler(next http.Handler) http.Handler {
 
 // Close lets go of what the exchanges export through (Config.Release) once
 // the last exchange in flight has ended; a reload does not wait for them.
-// Exchanges begun after Close are still measured and exported, as long as
-// the host keeps what Release released.
+// The host calls it once it routes no new request to the middleware.
 func (mw *Middleware) Close() { mw.lease.close() }
 
 func (mw *Middleware) errorType(err error) string {
