@@ -30,8 +30,10 @@ func init() {
 // this one has none.
 type AdminAPI struct {
 	store *stats.Store
-	page  http.Handler
-	now   func() time.Time
+	// live lists the requests in flight at an instant; nil lists none.
+	live func(now time.Time) []stats.LiveRow
+	page http.Handler
+	now  func() time.Time
 }
 
 // CaddyModule returns the Caddy module information.
@@ -45,6 +47,7 @@ func (AdminAPI) CaddyModule() caddy.ModuleInfo {
 // Provision attaches the API to the process's live stats.
 func (a *AdminAPI) Provision(caddy.Context) error {
 	a.store = liveStats
+	a.live = liveRows
 	a.page = http.StripPrefix("/tokentap", web.Handler())
 	a.now = time.Now
 	return nil
@@ -71,10 +74,16 @@ func (a *AdminAPI) serveReport(w http.ResponseWriter, r *http.Request) error {
 
 // view is the window's aggregate, with each row's series if asked.
 func (a *AdminAPI) view(win stats.Window, series bool, now time.Time) *stats.Aggregate {
+	var agg *stats.Aggregate
 	if series {
-		return a.store.Series(win, now)
+		agg = a.store.Series(win, now)
+	} else {
+		agg = a.store.Aggregate(win, now)
 	}
-	return a.store.Aggregate(win, now)
+	if a.live != nil {
+		agg.SetLive(a.live(now))
+	}
+	return agg
 }
 
 // serveSketches answers GET /tokentap/stats/sketches.

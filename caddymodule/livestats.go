@@ -2,11 +2,13 @@ package caddymodule
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/internal/drift"
+	"github.com/tokentap/tokentap/internal/live"
 	"github.com/tokentap/tokentap/internal/otelexport"
 	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/stats"
@@ -18,11 +20,31 @@ import (
 // every config load too.
 var liveStats = stats.NewStore(stats.Options{OnHealth: healthChanged})
 
+// liveStreams is the process's requests in flight, process-wide for the
+// same reason: a reload starts new handlers while the old ones' streams run
+// on, and both are the present.
+var liveStreams live.Table
+
+// liveRows is liveStreams at now, as the stats views carry it.
+func liveRows(now time.Time) []stats.LiveRow {
+	var rows []stats.LiveRow
+	liveStreams.Counts(now, func(c live.Count) {
+		rows = append(rows, stats.LiveRow{Provider: c.Provider, Model: c.Model,
+			InFlight: c.InFlight, Waiting: c.Waiting, Receiving: c.Receiving, Stalled: c.Stalled})
+	})
+	return rows
+}
+
 // healthInstruments are the instruments of the current MeterProvider, for
 // counting health changes; set at provisioning.
 var healthInstruments atomic.Pointer[otelexport.Instruments]
 
 func init() {
+	otelexport.SetActiveSource(func(yield func(otelexport.ActiveRow)) {
+		liveStreams.Counts(time.Now(), func(c live.Count) {
+			yield(otelexport.ActiveRow{Provider: c.Provider, Model: c.Model, Waiting: c.Waiting, Receiving: c.Receiving, Stalled: c.Stalled})
+		})
+	})
 	otelexport.SetHealthSource(func(yield func(otelexport.HealthRow)) {
 		liveStats.EachHealth(func(k stats.Key, st drift.State) {
 			yield(otelexport.HealthRow{Provider: k.Provider, Model: k.Model, Labels: sinkLabels(k.Labels), State: st})

@@ -111,8 +111,16 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 	}
 	if len(rep.Rows) == 0 {
 		_, err = fmt.Fprintf(out, "no requests in the last %s\n", win)
+		if err == nil {
+			// Requests that have not ended are not in any window: when
+			// every stream hangs, this is all there is to see.
+			err = stats.WriteLive(out, rep)
+		}
 	} else {
 		err = stats.WriteTable(out, rep, order)
+		if err == nil {
+			err = stats.WriteLive(out, rep)
+		}
 		if err == nil && fl.Bool("by-inflight") {
 			if _, err = fmt.Fprintf(out, "\nBy requests in flight, over the last half to whole %s:\n", win); err == nil {
 				err = stats.WriteInflight(out, rep, order)

@@ -46,7 +46,7 @@ func (StatsPage) CaddyModule() caddy.ModuleInfo {
 
 // Provision attaches the handler to the process's live stats.
 func (s *StatsPage) Provision(caddy.Context) error {
-	s.api = AdminAPI{store: liveStats, page: web.Handler(), now: time.Now}
+	s.api = AdminAPI{store: liveStats, live: liveRows, page: web.Handler(), now: time.Now}
 	return nil
 }
 

@@ -35,6 +35,7 @@ func (h *Handler) provisionTelemetry(ctx caddy.Context) error {
 	h.cfg.Propagator = otelexport.Propagator()
 
 	h.cfg.Rows = stats.Recorder{Store: liveStats, Drift: h.drift}
+	h.cfg.Live = &liveStreams
 	h.cfg.Sinks = append(h.cfg.Sinks[:0], exchange.Named{Name: "span", Sink: otelexport.Spans{Langfuse: h.Langfuse}})
 	if p.Instruments.Enabled() {
 		h.cfg.Sinks = append(h.cfg.Sinks, exchange.Named{Name: "metrics", Sink: p.Instruments})

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/internal/capture"
+	"github.com/tokentap/tokentap/internal/live"
 	"github.com/tokentap/tokentap/internal/meter"
 	"github.com/tokentap/tokentap/internal/probe"
 	"github.com/tokentap/tokentap/internal/sink"
@@ -70,6 +71,9 @@ type exchange struct {
 	result sink.Result
 
 	inflight *inflightCounter
+	// stream is the exchange's entry among the streams in flight
+	// (Config.Live), from its response's start to its end.
+	stream live.Stream
 	// inflightAhead is how many requests to the same upstream and model
 	// were in flight when this one's response began.
 	inflightAhead int64
@@ -281,6 +285,9 @@ func (x *exchange) response(status int, header http.Header) {
 		host, port := x.upstream()
 		x.inflight = inflightFor(host, port, x.m.M.Request.Model)
 		x.inflightAhead = x.inflight.Begin()
+		if t := x.cfg.Live; t != nil {
+			t.Join(&x.stream, live.Key{Provider: x.provider(host), Model: x.m.M.Request.Model}, x.m.Options().StallThreshold)
+		}
 		if model := x.m.M.Request.Model; model != "" {
 			x.span.SetName(x.m.M.Operation + " " + model)
 		}

@@ -19,6 +19,7 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	if x.inflight != nil {
 		x.inflight.End()
 	}
+	x.stream.Leave()
 	m := x.measure(end, abort, errorType)
 	r := &x.result
 	*r = sink.Result{Ctx: x.ctx, M: m, End: end}

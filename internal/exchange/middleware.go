@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokentap/tokentap/internal/cost"
+	"github.com/tokentap/tokentap/internal/live"
 	"github.com/tokentap/tokentap/internal/meter"
 	"github.com/tokentap/tokentap/internal/otelexport"
 	"github.com/tokentap/tokentap/internal/sink"
@@ -66,6 +67,9 @@ type Config struct {
 
 	// Rows keeps the live per-row statistics; nil keeps none.
 	Rows Rows
+	// Live counts the exchanges in flight right now, and the stalled
+	// ones, per provider and model; nil counts none.
+	Live *live.Table
 	// Sinks get each finished exchange, in order, after Rows.
 	Sinks []Named
 

@@ -103,6 +103,9 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
+	// The stall clock runs per write, not per measured batch: a stream
+	// whose events are held is not stalled.
+	w.x.stream.Wrote(at)
 	if w.strip != nil {
 		return w.writeStripped(p, at)
 	}

@@ -10,6 +10,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/zap"
 
+	"github.com/tokentap/tokentap/internal/live"
 	"github.com/tokentap/tokentap/internal/otelexport"
 	"github.com/tokentap/tokentap/internal/stats"
 )
@@ -143,6 +144,8 @@ func benchMiddleware(b testing.TB) *Middleware {
 		// benchmarks' synthetic streams swing by orders of magnitude and
 		// would print a change between results.
 		Rows: stats.Recorder{Store: stats.NewStore(stats.Options{})},
+		// The requests in flight, as the handler keeps them.
+		Live: new(live.Table),
 		// A recording provider, so span attributes are really built and
 		// each ended span is snapshotted, as for an exporter; the
 		// processor keeps none, so the heap does not grow with b.N.

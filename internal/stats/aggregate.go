@@ -15,6 +15,8 @@ import (
 type Aggregate struct {
 	window Window
 	rows   map[string]*AggregateRow
+	// live is the requests in flight when the view was taken (live.go).
+	live []LiveRow
 }
 
 // AggregateRow is one row of an Aggregate.
@@ -87,6 +89,7 @@ func (a *Aggregate) Merge(b *Aggregate) error {
 		}
 		a.add(c)
 	}
+	a.mergeLive(b.live)
 	return nil
 }
 

@@ -26,6 +26,9 @@ type Report struct {
 	// Rows are sorted by provider, model and labels, the overflow row
 	// last.
 	Rows []ReportRow `json:"rows"`
+	// Live is the requests in flight at GeneratedAt, per provider and
+	// requested model, sorted; [] when none (live.go).
+	Live []LiveRow `json:"live"`
 }
 
 // RowID identifies a row of a Report or a Snapshot: rows of several
@@ -278,6 +281,7 @@ func (a *Aggregate) Report(at time.Time) *Report {
 		WindowSeconds: int(a.window.Duration() / time.Second),
 		GeneratedAt:   at.UTC(),
 		Rows:          []ReportRow{},
+		Live:          append([]LiveRow{}, a.live...),
 	}
 	for _, r := range a.sortedRows() {
 		rr := ReportRow{

@@ -54,7 +54,7 @@ func TestReportJSON(t *testing.T) {
 			t.Errorf("%s = %v, want %v", what, got, want)
 		}
 	}
-	check("top-level keys", keysOf(doc), []string{"generated_at", "rows", "version", "window", "window_seconds"})
+	check("top-level keys", keysOf(doc), []string{"generated_at", "live", "rows", "version", "window", "window_seconds"})
 	check("version", doc["version"], 1.0)
 	check("window", doc["window"], "5m")
 	check("window_seconds", doc["window_seconds"], 300.0)

@@ -29,6 +29,9 @@ type Snapshot struct {
 	RelativeAccuracy float64 `json:"relative_accuracy"`
 	// Rows are sorted like the Report's.
 	Rows []SnapshotRow `json:"rows"`
+	// Live is the requests in flight when the state was taken, as in the
+	// Report; absent from documents of instances that keep none.
+	Live []LiveRow `json:"live,omitempty"`
 }
 
 // SnapshotRow is one row's state.
@@ -184,6 +187,7 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 		}
 		snap.Rows = append(snap.Rows, sr)
 	}
+	snap.Live = a.live
 	return snap, nil
 }
 
@@ -220,6 +224,10 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 		return nil, err
 	}
 	a := newAggregate(w)
+	if err := readLive(s.Live); err != nil {
+		return nil, err
+	}
+	a.mergeLive(s.Live)
 	for i := range s.Rows {
 		sr := &s.Rows[i]
 		counts, err := sr.counts()

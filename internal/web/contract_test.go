@@ -14,11 +14,22 @@ import (
 // the end-to-end test reads the real API with these types too.
 
 type statsDoc struct {
-	Version       int        `json:"version"`
-	Window        string     `json:"window"`
-	WindowSeconds int        `json:"window_seconds"`
-	GeneratedAt   string     `json:"generated_at"`
-	Rows          []statsRow `json:"rows"`
+	Version       int         `json:"version"`
+	Window        string      `json:"window"`
+	WindowSeconds int         `json:"window_seconds"`
+	GeneratedAt   string      `json:"generated_at"`
+	Rows          []statsRow  `json:"rows"`
+	Live          []statsLive `json:"live"`
+}
+
+// statsLive is one provider and model's requests in flight.
+type statsLive struct {
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	InFlight  int64  `json:"in_flight"`
+	Waiting   int64  `json:"waiting"`
+	Receiving int64  `json:"receiving"`
+	Stalled   int64  `json:"stalled"`
 }
 
 type statsRow struct {

@@ -426,6 +426,37 @@ func TestPage(t *testing.T) {
 			api.serve(fixture)
 			b.waitFor(t, "the fixture again", `document.querySelector('#inflight-tps .nodata') !== null`, 10*time.Second)
 		}},
+		{"in flight now: listed while requests run, the stalled marked, hidden when none", func(t *testing.T) {
+			if !eval[bool](t, b, `document.getElementById('live').hidden`) {
+				t.Error("the in-flight table shows with nothing in flight")
+			}
+			running := fixture.clone()
+			running.Live = []statsLive{
+				{Provider: "anthropic", Model: "claude-sonnet-4-5", InFlight: 2, Receiving: 2},
+				{Provider: "openai", Model: "gpt-4o", InFlight: 5, Waiting: 1, Receiving: 3, Stalled: 1},
+				{Provider: "openai", Model: "gpt-4.1", InFlight: 0}, // ended a moment ago
+			}
+			api.serve(running)
+			b.waitFor(t, "the in-flight table", `!document.getElementById('live').hidden && document.querySelectorAll('#live-table tbody tr').length === 2`, 10*time.Second)
+			type liveRow struct {
+				Model   string            `json:"model"`
+				Stalled bool              `json:"stalled"`
+				Cells   map[string]string `json:"cells"`
+			}
+			got := eval[[]liveRow](t, b, `[...document.querySelectorAll('#live-table tbody tr')].map(tr => ({model: tr.dataset.model, stalled: tr.classList.contains('stalled'), cells: Object.fromEntries([...tr.children].map(c => [c.dataset.col, c.textContent]))}))`)
+			want := []liveRow{
+				{Model: "claude-sonnet-4-5", Cells: map[string]string{"provider": "anthropic", "model": "claude-sonnet-4-5", "in_flight": "2", "waiting": "0", "receiving": "2", "stalled": "0"}},
+				{Model: "gpt-4o", Stalled: true, Cells: map[string]string{"provider": "openai", "model": "gpt-4o", "in_flight": "5", "waiting": "1", "receiving": "3", "stalled": "1"}},
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("in-flight rows:\n got %+v\nwant %+v", got, want)
+			}
+			if os.Getenv("TOKENTAP_ARTIFACTS") != "" {
+				b.Screenshot(t, "page-live.png")
+			}
+			api.serve(fixture)
+			b.waitFor(t, "the in-flight table hidden again", `document.getElementById('live').hidden`, 10*time.Second)
+		}},
 		{"clicking a heading sorts by that column", func(t *testing.T) {
 			clicks := []struct {
 				col  string

@@ -121,6 +121,8 @@
 		status: document.getElementById('status'),
 		message: document.getElementById('message'),
 		banner: document.getElementById('health-banner'),
+		live: document.getElementById('live'),
+		liveBody: document.querySelector('#live-table tbody'),
 		table: document.getElementById('comparison'),
 		thead: document.querySelector('#comparison thead'),
 		tbody: document.querySelector('#comparison tbody'),
@@ -133,6 +135,7 @@
 		window: Object.hasOwn(WINDOWS, params.get('window')) ? params.get('window') : DEFAULT_WINDOW,
 		sort: { key: 'tps_p50', dir: 'desc' },
 		rows: [],
+		live: [], // requests in flight when the answer was made
 		windowSeconds: 0,
 		loaded: null, // Date of the last good answer
 		loads: 0, // good answers so far, for tests waiting for a refresh
@@ -697,6 +700,7 @@
 		const rows = sortedRows();
 		renderTable(rows);
 		renderBanner(rows);
+		renderLive();
 		for (const spec of CHARTS) renderChart(spec, rows);
 		for (const spec of SERIES_CHARTS) renderSeries(spec, rows);
 		for (const spec of INFLIGHT_CHARTS) renderInflight(spec, rows);
@@ -731,8 +735,39 @@
 		}));
 	}
 
+	// renderLive lists the requests in flight now, the stalled ones marked:
+	// an incident shows here while it happens, before its requests end
+	// and reach the table. Hidden while nothing is in flight.
+	function renderLive() {
+		const rows = state.live.filter((r) => finite(r.in_flight) > 0);
+		el.live.hidden = rows.length === 0;
+		el.liveBody.replaceChildren(...rows.map((r) => {
+			const tr = document.createElement('tr');
+			tr.dataset.provider = str(r.provider);
+			tr.dataset.model = str(r.model);
+			if (finite(r.stalled) > 0) tr.classList.add('stalled');
+			for (const [col, v] of [['provider', str(r.provider)], ['model', str(r.model)]]) {
+				const td = document.createElement('td');
+				td.dataset.col = col;
+				td.dataset.type = 'text';
+				td.textContent = v;
+				tr.append(td);
+			}
+			for (const col of ['in_flight', 'waiting', 'receiving', 'stalled']) {
+				const td = document.createElement('td');
+				const v = finite(r[col]);
+				td.dataset.col = col;
+				td.dataset.value = v === null ? '' : String(v);
+				td.textContent = v === null ? '–' : fmtCount(v);
+				tr.append(td);
+			}
+			return tr;
+		}));
+	}
+
 	function applyData(data) {
 		state.rows = data.rows.filter((r) => r && typeof r === 'object');
+		state.live = Array.isArray(data.live) ? data.live.filter((r) => r && typeof r === 'object') : [];
 		state.windowSeconds = finite(data.window_seconds) || WINDOWS[state.window];
 		state.loaded = new Date();
 		state.loads++;
