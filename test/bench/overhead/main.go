@@ -106,6 +106,12 @@ type options struct {
 	portBase    int
 	adminBase   int
 	workDir     string
+	// suite, when "stream", runs the public streaming suite (suite.go)
+	// instead of the levels; suiteStreams, suitePlain and suiteMax size it.
+	suite        string
+	suiteStreams int
+	suitePlain   int
+	suiteMax     int
 	// render, when set, names a results file written by --json whose
 	// figures are printed as docs/BENCHMARKS.md's current results; no
 	// benchmark runs.
@@ -139,6 +145,10 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.portBase, "port-base", 9350, "the simulator's port; the proxies use the next three, the OTLP sink base+9")
 	fs.IntVar(&o.adminBase, "admin-base", 2350, "the simulator's admin port; the proxies use the next three")
 	fs.StringVar(&o.render, "render", "", "print the Markdown of a results file written by --json, as docs/BENCHMARKS.md shows it, and run nothing")
+	fs.StringVar(&o.suite, "suite", "", `"stream": run the benchmark boards' public streaming suite on the four paths instead of the levels (a role chunk and 64 frames 20 ms apart; added first frame and gap, streams sustained, memory, non-streamed p99)`)
+	fs.IntVar(&o.suiteStreams, "suite-streams", 0, "with --suite: streams per path at one at a time (default 64, --short 8)")
+	fs.IntVar(&o.suitePlain, "suite-plain", 0, "with --suite: non-streamed requests per path at one at a time (default 400, --short 40)")
+	fs.IntVar(&o.suiteMax, "suite-max", 0, "with --suite: the sweep's highest concurrency, 1 to 512 (default 512, --short 64)")
 	fs.StringVar(&o.workDir, "workdir", "", "keep configs and logs here (default: a temporary directory, removed after a successful run)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -162,6 +172,9 @@ func parseOptions(args []string) (options, error) {
 	// machine's load then falls on every path in about equal parts.
 	def(&o.rounds, 8, 2)
 	def(&o.rssStreams, 512, 128)
+	def(&o.suiteStreams, 64, 8)
+	def(&o.suitePlain, 400, 40)
+	def(&o.suiteMax, 512, 64)
 	if o.cell == 0 {
 		o.cell = 2500 * time.Millisecond
 		if o.short {
@@ -189,6 +202,15 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.runs > 1 && o.profile != "" {
 		errs = append(errs, errors.New("profile is taken in a single run: leave out --runs"))
+	}
+	switch {
+	case o.suite != "" && o.suite != "stream":
+		errs = append(errs, fmt.Errorf("suite %q: the one suite is stream", o.suite))
+	case o.suite != "" && (o.runs > 1 || o.compare != "" || o.profile != ""):
+		errs = append(errs, errSuiteOnly)
+	}
+	if o.suiteStreams < 1 || o.suiteStreams > 10000 || o.suitePlain < 1 || o.suitePlain > 100000 || o.suiteMax < 1 || o.suiteMax > 512 {
+		errs = append(errs, fmt.Errorf("suite-streams 1-10000, suite-plain 1-100000, suite-max 1-512; got %d, %d, %d", o.suiteStreams, o.suitePlain, o.suiteMax))
 	}
 	if o.profileBase != "" && o.profile == "" {
 		errs = append(errs, errors.New("profile-baseline needs --profile"))

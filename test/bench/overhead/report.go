@@ -40,6 +40,9 @@ type report struct {
 	Memory      memoryReport  `json:"memory"`
 	Accuracy    []accuracyRow `json:"accuracy"`
 	Targets     []target      `json:"targets"`
+	// Suite is the public streaming suite's figures, for a --suite run
+	// (which measures no levels).
+	Suite *suiteReport `json:"suite,omitempty"`
 	// Notes say what could not be measured, and why.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -395,6 +398,10 @@ func opt(v *float64, format string) string {
 
 // writeMarkdown prints the report as Markdown under a heading of its own.
 func (rep *report) writeMarkdown(w io.Writer) {
+	if rep.Suite != nil {
+		rep.Suite.writeMarkdown(w)
+		return
+	}
 	fmt.Fprintf(w, "## Overhead benchmark, %s\n\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"))
 	rep.writeResults(w)
 }

@@ -143,6 +143,15 @@ func run(ctx context.Context, o options, log io.Writer) (*report, error) {
 	}
 
 	var errs []error
+	if o.suite != "" {
+		suite, err := b.runSuite(ctx)
+		rep.Suite = suite
+		b.stop()
+		rep.LoadAverage.End = loadAverage()
+		rep.Seconds = time.Since(began).Seconds()
+		ok = err == nil
+		return rep, err
+	}
 	fmt.Fprintf(log, "memory per open stream: %d streams per proxy\n", o.rssStreams)
 	mem, err := b.memory(ctx)
 	rep.Memory = mem
