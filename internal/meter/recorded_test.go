@@ -214,7 +214,7 @@ func checkRecorded(t *testing.T, d recordedDialect, tests []dialectCase) {
 			if tt.streamed != 0 && m.StreamedOutputTokens() != tt.streamed {
 				t.Errorf("StreamedOutputTokens = %d, want %d (reasoning streamed: %v)", m.StreamedOutputTokens(), tt.streamed, m.ReasoningStreamed)
 			}
-		checkBufferedReplay(t, d, tt.fixture, m)
+			checkBufferedReplay(t, d, tt.fixture, m)
 		})
 	}
 	t.Run("splits", func(t *testing.T) {
