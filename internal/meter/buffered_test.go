@@ -171,3 +171,15 @@ func ExampleMeter_buffered() {
 	fmt.Println(m.OutputEvents, m.Buffered)
 	// Output: 20 true
 }
+
+// BenchmarkOutputBurst is the rule's cost per output event.
+func BenchmarkOutputBurst(b *testing.B) {
+	var bu outputBurst
+	b.ReportAllocs()
+	for i := range b.N {
+		bu.add(time.Duration(i) * time.Millisecond)
+	}
+	if bu.buffered(int64(b.N)) {
+		b.Fatal("an even stream flagged")
+	}
+}
