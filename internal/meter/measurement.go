@@ -210,6 +210,11 @@ type Measurement struct {
 	// EstimatedOutputTokens is the running estimate from the streamed text;
 	// it becomes Usage.OutputTokens when the provider reports none.
 	EstimatedOutputTokens int64
+	// Buffered is true when the stream arrived held back and released in
+	// one burst at its end, after a wait long against that burst
+	// (outputBurst.buffered): its time to first token is the whole
+	// generation and its decode rate is not the model's.
+	Buffered bool
 	// FirstEventEstimate is the part of EstimatedOutputTokens that came
 	// with the first output event: how much of the output arrived at
 	// FirstToken, which the decode rate must not count as decoded after it.

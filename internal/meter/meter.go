@@ -396,6 +396,7 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 	}
 	mt.finished = true
 	m.End = at.Sub(m.Start)
+	m.Buffered = m.Streamed && mt.obs.burst.buffered(m.OutputEvents)
 
 	switch {
 	case mt.abandoned && abort == OutcomeUnknown && m.StatusCode < 400:

@@ -33,6 +33,9 @@ type Observer struct {
 	// head is the repeated start of the stream's JSON chunks, which a
 	// dialect may skip (repeatedHead).
 	head repeatedHead
+	// burst follows the final burst of output events, for the
+	// buffered-stream rule (buffered.go).
+	burst outputBurst
 }
 
 // maxTokenizedDelta bounds the delta handed to the Estimator. Counting runs
@@ -75,6 +78,7 @@ func (o *Observer) Output(tokens int64, visible bool) {
 		m.FirstVisibleToken = o.at
 	}
 	m.LastToken = o.at
+	o.burst.add(o.at)
 }
 
 // identity reads the member k, "id" or "model", the names every JSON

@@ -196,7 +196,8 @@ func eventPieces(_ string, body []byte) [][]byte { return events(body) }
 
 // checkRecorded replays each recording one event per write and checks it
 // as checkStream does, and its output events and estimate where the case
-// gives them (0: not checked), then checks its splits.
+// gives them (0: not checked), and the buffered-stream rule on it
+// (checkBufferedReplay), then checks its splits.
 func checkRecorded(t *testing.T, d recordedDialect, tests []dialectCase) {
 	t.Helper()
 	for _, tt := range tests {
@@ -213,6 +214,7 @@ func checkRecorded(t *testing.T, d recordedDialect, tests []dialectCase) {
 			if tt.streamed != 0 && m.StreamedOutputTokens() != tt.streamed {
 				t.Errorf("StreamedOutputTokens = %d, want %d (reasoning streamed: %v)", m.StreamedOutputTokens(), tt.streamed, m.ReasoningStreamed)
 			}
+			checkBufferedReplay(t, d, tt.fixture, m)
 		})
 	}
 	t.Run("splits", func(t *testing.T) {

@@ -48,6 +48,7 @@ const (
 	attrDegraded                = attribute.Key("tokentap.degraded")
 	attrDegradedReason          = attribute.Key("tokentap.degraded.reason")
 	attrContentTruncated        = attribute.Key("tokentap.content.truncated")
+	attrStreamBuffered          = attribute.Key("tokentap.stream.buffered")
 	attrServerTimingPrefix      = "tokentap.server_timing."
 	httpResponseStatusCodeKey   = attribute.Key("http.response.status_code")
 )
@@ -133,6 +134,10 @@ func appendMeasurement(attrs []attribute.KeyValue, r *sink.Result) []attribute.K
 		seconds(semconv.GenAIResponseTimeToFirstChunkKey, m.FirstChunk, m.FirstChunk > 0)
 		attrs = append(attrs, attrChunks.Int64(m.Chunks), attrStalls.Int64(m.Stalls))
 		seconds(attrMaxChunkGap, m.MaxChunkGap, m.Chunks > 1)
+		if m.Buffered {
+			// Only when flagged, as tokentap.probe: most streams are not.
+			attrs = append(attrs, attrStreamBuffered.Bool(true))
+		}
 	}
 	seconds(attrTimeToFirstByte, m.FirstByte, m.FirstByte > 0)
 	seconds(attrTimeToFirstToken, m.FirstToken, m.FirstToken > 0)

@@ -58,6 +58,10 @@ const (
 	// tokentap_degraded_total), by tokentap.degraded.reason: the span says
 	// which exchange, the counter how often, without sampling.
 	metricDegraded = "tokentap.degraded"
+	// The streams that arrived held back and released in one burst
+	// (Prometheus: tokentap_stream_buffered_total): the span's
+	// tokentap.stream.buffered says which.
+	metricBuffered = "tokentap.stream.buffered"
 )
 
 // The gen_ai.token.type attributes of the two token usage points.
@@ -87,6 +91,7 @@ type Instruments struct {
 	sloRequests           metric.Int64Counter
 	sloGoodput            metric.Int64Counter
 	degraded              metric.Int64Counter
+	buffered              metric.Int64Counter
 	healthTransitions     metric.Int64Counter
 }
 
@@ -152,6 +157,10 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool, gaps *gapHistog
 	ins.degraded, err = m.Int64Counter(metricDegraded,
 		metric.WithUnit("{request}"),
 		metric.WithDescription("Exchanges whose measurement a fault cost something (an unreadable event or body, a body over its cap, a model family or usage entry not known), by tokentap.degraded.reason; the traffic itself was passed on untouched."))
+	collect(err)
+	ins.buffered, err = m.Int64Counter(metricBuffered,
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Streamed responses that arrived held back and released in one burst at their end (tokentap.stream.buffered): their time to first token is the whole generation and their decode rate not the model's."))
 	collect(err)
 	collect(newHealthInstruments(m, ins))
 	collect(newActiveInstruments(m))
@@ -234,6 +243,9 @@ func (ins *Instruments) Record(r *sink.Result) {
 		// Rare, so the reason's attribute is added here rather than
 		// cached with the exchange's set.
 		ins.degraded.Add(ctx, 1, opts.add[0], metric.WithAttributes(attrDegradedReason.String(m.DegradedReason)))
+	}
+	if m.Buffered {
+		ins.buffered.Add(ctx, 1, opts.add[:]...)
 	}
 	switch r.SLO {
 	case slo.Met:

@@ -39,6 +39,8 @@ func traffic(n int, seed uint64) (keys []Key, samples []Sample, times []time.Dur
 			s.SLOJudged = true
 		case 4, 5:
 			s.SLOJudged, s.SLOMet = true, true
+		case 6:
+			s.Buffered = true
 		}
 		s.Inflight = int64(rnd.IntN(100))
 		keys, samples = append(keys, k), append(samples, s)

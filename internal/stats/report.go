@@ -70,6 +70,9 @@ type ReportRow struct {
 	Requests int64 `json:"requests"`
 	Errors   int64 `json:"errors"`
 	Aborts   int64 `json:"aborts"`
+	// Buffered counts the streams that arrived held back and released in
+	// one burst at their end (docs/telemetry.md, "Buffered streams").
+	Buffered int64 `json:"buffered"`
 	// ErrorRate and AbortRate are Errors and Aborts over Requests;
 	// EstimatedShare is the share of requests whose token counts were
 	// estimated.
@@ -289,6 +292,7 @@ func (a *Aggregate) Report(at time.Time) *Report {
 			Requests:       r.Counts.Requests,
 			Errors:         r.Counts.Errors,
 			Aborts:         r.Counts.Aborts,
+			Buffered:       r.Counts.Buffered,
 			ErrorRate:      ratio(r.Counts.Errors, r.Counts.Requests),
 			AbortRate:      ratio(r.Counts.Aborts, r.Counts.Requests),
 			EstimatedShare: ratio(r.Counts.Estimated, r.Counts.Requests),

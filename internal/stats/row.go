@@ -24,6 +24,9 @@ type Counts struct {
 	// SLORequests counts the requests an objective judged, SLOMet those
 	// that met it, and GoodputTokens sums the output tokens of those.
 	SLORequests, SLOMet, GoodputTokens int64
+	// Buffered counts streams that arrived held back and released in one
+	// burst (meter.Measurement.Buffered).
+	Buffered int64
 }
 
 func (c *Counts) add(o Counts) {
@@ -35,6 +38,7 @@ func (c *Counts) add(o Counts) {
 	c.SLORequests += o.SLORequests
 	c.SLOMet += o.SLOMet
 	c.GoodputTokens += o.GoodputTokens
+	c.Buffered += o.Buffered
 }
 
 // zeroIndex marks a zero value among bin indexes, which valid values keep
@@ -153,6 +157,9 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 		}
 		if s.Estimated {
 			sl.counts.Estimated++
+		}
+		if s.Buffered {
+			sl.counts.Buffered++
 		}
 		if ok[Cost] {
 			sl.counts.CostUSD += s.values[Cost]

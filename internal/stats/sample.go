@@ -22,6 +22,9 @@ type Sample struct {
 	// Estimated is set when the token counts are tokentap's estimate
 	// (usage source "estimated") rather than the provider's.
 	Estimated bool
+	// Buffered is set when the stream arrived held back and released in
+	// one burst (meter.Measurement.Buffered).
+	Buffered bool
 	// SLOJudged is set when an objective judged the request, SLOMet when
 	// it met it; a met request's output tokens count toward the row's
 	// token goodput.
@@ -84,6 +87,7 @@ func SampleOf(m *meter.Measurement) Sample {
 		s.Set(OutputTokens, float64(m.Usage.OutputTokens))
 	}
 	s.Estimated = m.Usage.Source == meter.UsageEstimated
+	s.Buffered = m.Buffered
 	return s
 }
 

@@ -89,16 +89,19 @@ type SnapshotCounts struct {
 	SLORequests   int64 `json:"slo_requests"`
 	SLOMet        int64 `json:"slo_met"`
 	GoodputTokens int64 `json:"goodput_tokens"`
+	// Buffered counts the streams that arrived held back and released in
+	// one burst; absent (0) in snapshots from a tokentap without it.
+	Buffered int64 `json:"buffered,omitempty"`
 }
 
 func snapshotCounts(c *Counts) SnapshotCounts {
-	return SnapshotCounts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens}
+	return SnapshotCounts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens, c.Buffered}
 }
 
 // counts checks c, read from elsewhere, and returns it as Counts.
 func (c *SnapshotCounts) counts() (Counts, error) {
 	if c.Requests < 0 || c.Errors < 0 || c.Aborts < 0 || c.Estimated < 0 ||
-		c.SLORequests < 0 || c.SLOMet < 0 || c.GoodputTokens < 0 {
+		c.SLORequests < 0 || c.SLOMet < 0 || c.GoodputTokens < 0 || c.Buffered < 0 {
 		return Counts{}, fmt.Errorf("negative count")
 	}
 	if c.SLOMet > c.SLORequests {
@@ -107,7 +110,10 @@ func (c *SnapshotCounts) counts() (Counts, error) {
 	if !(c.CostUSD >= 0 && c.CostUSD <= maxValue) {
 		return Counts{}, fmt.Errorf("cost_usd %v: want 0 to %g", c.CostUSD, float64(maxValue))
 	}
-	return Counts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens}, nil
+	if c.Buffered > c.Requests {
+		return Counts{}, fmt.Errorf("buffered %d over requests %d", c.Buffered, c.Requests)
+	}
+	return Counts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens, c.Buffered}, nil
 }
 
 // encodeSketches encodes each metric's sketch by the metric's name.

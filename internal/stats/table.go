@@ -104,6 +104,7 @@ var statsColumns = []statsColumn{
 	metricColumn(InputTokens, 0.5),
 	metricColumn(OutputTokens, 0.5),
 	rateColumn("EST%", func(r *ReportRow) float64 { return r.EstimatedShare }),
+	bufferedColumn(),
 	costColumn(metricColumn(Cost, 0.5)),
 	costColumn(metricColumn(Cost, 0.95)),
 	costColumn(statsColumn{
@@ -133,6 +134,14 @@ var statsColumns = []statsColumn{
 		},
 		format: func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	}),
+}
+
+// bufferedColumn counts the streams that arrived held back and released in
+// one burst, shown only when some row has one: most rows never do.
+func bufferedColumn() statsColumn {
+	c := countColumn("BUFFERED", func(r *ReportRow) int64 { return r.Buffered })
+	c.shownIf = func(r *ReportRow) bool { return r.Buffered > 0 }
+	return c
 }
 
 // sloColumn shows c only when an objective judged some request.

@@ -43,6 +43,7 @@ type statsRow struct {
 	ErrorRate      float64                `json:"error_rate"`
 	AbortRate      float64                `json:"abort_rate"`
 	EstimatedShare float64                `json:"estimated_share"`
+	Buffered       int64                  `json:"buffered"`
 	CostUSD        float64                `json:"cost_usd"`
 	SLO            *statsSLO              `json:"slo,omitempty"`
 	Health         *statsHealth           `json:"health,omitempty"`

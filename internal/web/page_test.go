@@ -220,6 +220,8 @@ func TestPage(t *testing.T) {
 				{"claude-haiku-4-5", "input_tokens_p50", "1,212 tok"},
 				{"claude-haiku-4-5", "output_tokens_p50", "412 tok"},
 				{"gpt-4o", "estimated_share", "25.0 %"},
+				{"gpt-4o", "buffered", "3"},
+				{"claude-haiku-4-5", "buffered", "0"},
 				{"_other", "error_rate", "100.0 %"},
 				{"_other", "tps_p50", "–"},
 				{"_other", "requests", "7"},
@@ -244,6 +246,11 @@ func TestPage(t *testing.T) {
 				if g := plain(got[i].Cells[c.col].Text); g != c.want {
 					t.Errorf("%s %s = %q, want %q", c.model, c.col, g, c.want)
 				}
+			}
+			// A row with buffered streams stands out; one without does not.
+			marked := eval[[]string](t, b, `[...document.querySelectorAll('#comparison td[data-col="buffered"].buffered')].map((td) => td.closest('tr').dataset.model)`)
+			if !slices.Equal(marked, []string{"gpt-4o"}) {
+				t.Errorf("buffered cells marked in rows %v, want [gpt-4o]", marked)
 			}
 		}},
 		{"writes names and labels as text, never as markup", func(t *testing.T) {

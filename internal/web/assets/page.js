@@ -64,6 +64,7 @@
 		{ key: 'error_rate', label: 'Errors', get: (r) => finite(r.error_rate), fmt: fmtPercent, title: 'Share of requests that ended in an upstream error' },
 		{ key: 'abort_rate', label: 'Aborts', get: (r) => finite(r.abort_rate), fmt: fmtPercent, title: 'Share of requests the client aborted' },
 		{ key: 'estimated_share', label: 'Estimated', get: (r) => finite(r.estimated_share), fmt: fmtPercent, title: 'Share of requests whose token counts were estimated because the provider reported none' },
+		{ key: 'buffered', label: 'Buffered', get: (r) => finite(r.buffered), fmt: fmtCount, title: 'Streams that arrived held back and released in one burst at their end: their time to first token is the whole generation' },
 		{ key: 'ttft_p50', group: 'ttft', label: 'p50', get: metric('time_to_first_token', 'p50'), fmt: fmtSeconds },
 		{ key: 'ttft_p95', group: 'ttft', label: 'p95', get: metric('time_to_first_token', 'p95'), fmt: fmtSeconds },
 		{ key: 'ttfvt_p50', group: 'ttfvt', label: 'p50', get: metric('time_to_first_visible_token', 'p50'), fmt: fmtSeconds, title: 'Time to the first token of answer text (not reasoning)' },
@@ -382,6 +383,7 @@
 		} else {
 			td.dataset.value = String(v);
 			td.textContent = col.fmt(v);
+			if (col.key === 'buffered' && v > 0) td.classList.add('buffered');
 		}
 		return td;
 	}
