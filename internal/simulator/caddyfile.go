@@ -29,7 +29,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		tokens_per_second   <rate>
 //		jitter              <fraction>
 //		output_tokens       <count>
-//		batch_slowdown      <factor>
+//		batch_slowdown      <fraction>
 //		prefill_tokens_per_second <rate>
 //		usage               auto|always|never
 //		seed                <int>
@@ -43,7 +43,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			tokens_per_second   <rate>
 //			jitter              <fraction>
 //			output_tokens       <count>
-//			batch_slowdown      <factor>
+//			batch_slowdown      <fraction>
 //			prefill_tokens_per_second <rate>
 //		}
 //	}
