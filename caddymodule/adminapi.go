@@ -24,6 +24,8 @@ func init() {
 //     docs/live-stats.md)
 //   - GET /tokentap/stats/sketches?window=5m: the window's raw, mergeable
 //     state, which `tokentap stats --from` merges across instances
+//   - GET /tokentap/stats/compare?a=<selector>&b=<selector>&window=5m: the
+//     fair comparison of two sets of rows (stats.Comparison)
 //   - GET /tokentap/: the comparison page
 //
 // Caddy loads every admin.api.* module by itself, with no configuration;
@@ -58,6 +60,7 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/tokentap/stats", Handler: caddy.AdminHandlerFunc(a.serveReport)},
 		{Pattern: "/tokentap/stats/sketches", Handler: caddy.AdminHandlerFunc(a.serveSketches)},
+		{Pattern: "/tokentap/stats/compare", Handler: caddy.AdminHandlerFunc(a.serveCompare)},
 		{Pattern: "/tokentap/", Handler: caddy.AdminHandlerFunc(a.servePage)},
 	}
 }
@@ -98,6 +101,43 @@ func (a *AdminAPI) serveSketches(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
 	}
 	return writeJSON(w, snap)
+}
+
+// serveCompare answers GET /tokentap/stats/compare: parameters a and b
+// (selectors), window (5m or 1h, default 5m) and cells (true or false,
+// default false).
+func (a *AdminAPI) serveCompare(w http.ResponseWriter, r *http.Request) error {
+	win, _, err := requestView(w, r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	bad := func(err error) error { return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err} }
+	if !win.HasStrata() {
+		return bad(fmt.Errorf("window %s keeps no strata: compare in 5m or 1h", win))
+	}
+	sa, err := stats.ParseSelector(q.Get("a"))
+	if err != nil {
+		return bad(fmt.Errorf("a: %v", err))
+	}
+	sb, err := stats.ParseSelector(q.Get("b"))
+	if err != nil {
+		return bad(fmt.Errorf("b: %v", err))
+	}
+	cells := false
+	if v := q.Get("cells"); v != "" {
+		if cells, err = strconv.ParseBool(v); err != nil {
+			return bad(fmt.Errorf("cells %q: use true or false", v))
+		}
+	}
+	now := a.now()
+	cmp, err := a.store.Aggregate(win, now).Compare(sa, sb, cells, now)
+	if err != nil {
+		// The selectors name no rows, or the same ones: the request's
+		// fault, not the server's.
+		return bad(err)
+	}
+	return writeJSON(w, cmp)
 }
 
 // servePage serves the page's embedded assets.

@@ -35,7 +35,7 @@ const (
 // too.
 var statsCommand = caddycmd.Command{
 	Name:  "stats",
-	Usage: "[--address <admin>] [--from <admin>]... [--window 1m|5m|1h|24h] [--sort <column>] [--series] [--by-inflight] [--json]",
+	Usage: "[--address <admin>] [--from <admin>]... [--window 1m|5m|1h|24h] [--sort <column>] [--series] [--by-inflight] [--json] [--compare <A> <B> [--strata]]",
 	Short: "Prints the live model comparison of running tokentap instances",
 	Long: `
 Prints the live comparison of models measured by running tokentap instances:
@@ -63,6 +63,16 @@ A leading - sorts descending, e.g. --sort -tps_p50 for the fastest first.
 Rows without a value sort last.
 
 --json prints the same JSON as GET /tokentap/stats, the rows in its order.
+
+--compare A B compares two models fairly instead of printing the table:
+B over A for time to first token and output tokens/s at p50 and p95,
+within cells of (in-flight level x input size), so that a model given the
+heavier load or the longer prompts is not judged by them; with a 95 %
+interval, the naive ratio of the whole rows beside it, and the share of
+each side's requests in the cells compared. A and B each select rows:
+model=<name>, provider=<name>, label:<name>=<value>, comma-separated (all
+must match), or a bare model name. Windows 5m and 1h only. --strata adds the
+per-cell table; --json prints the JSON of GET /tokentap/stats/compare.
 `,
 	CobraFunc: func(cmd *cobra.Command) {
 		cmd.Flags().String("address", caddy.DefaultAdminListen, "The admin API address of the instance to read")
@@ -72,6 +82,8 @@ Rows without a value sort last.
 		cmd.Flags().Bool("series", false, "Also print each row's time slices, oldest first")
 		cmd.Flags().Bool("by-inflight", false, "Also print each row's speed by in-flight level")
 		cmd.Flags().Bool("json", false, "Print JSON (the schema of GET /tokentap/stats) instead of a table")
+		cmd.Flags().Bool("compare", false, "Compare two sets of rows, given as the two arguments, within cells of in-flight level and input size")
+		cmd.Flags().Bool("strata", false, "With --compare, also print the per-cell table")
 		cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
 			return runStats(fl, cmd.OutOrStdout())
 		})
@@ -96,9 +108,20 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 		addrs = []string{fl.String("address")}
 	}
 	series := fl.Bool("series")
+	var sa, sb stats.Selector
+	if fl.Bool("compare") {
+		if sa, sb, err = compareArgs(fl.Args(), win); err != nil {
+			return caddy.ExitCodeFailedStartup, err
+		}
+	} else if len(fl.Args()) > 0 {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("unexpected arguments %q: only --compare takes arguments", fl.Args())
+	}
 	merged, err := fetchMerged(addrs, win, series)
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
+	}
+	if fl.Bool("compare") {
+		return runCompare(merged, sa, sb, fl.Bool("strata"), fl.Bool("json"), out)
 	}
 	rep := merged.Report(time.Now())
 	if fl.Bool("json") {
@@ -131,6 +154,43 @@ func runStats(fl caddycmd.Flags, out io.Writer) (int, error) {
 				err = stats.WriteSeries(out, rep, order)
 			}
 		}
+	}
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	return caddy.ExitCodeSuccess, nil
+}
+
+// compareArgs reads --compare's two selectors, and checks that the window
+// keeps strata.
+func compareArgs(args []string, win stats.Window) (a, b stats.Selector, err error) {
+	if len(args) != 2 {
+		return a, b, fmt.Errorf("--compare takes two arguments, A and B (e.g. model=gpt-4o model=claude-sonnet-4-5), got %d", len(args))
+	}
+	if !win.HasStrata() {
+		return a, b, fmt.Errorf("--compare: window %s keeps no strata; use 5m or 1h", win)
+	}
+	if a, err = stats.ParseSelector(args[0]); err != nil {
+		return a, b, fmt.Errorf("A: %v", err)
+	}
+	if b, err = stats.ParseSelector(args[1]); err != nil {
+		return a, b, fmt.Errorf("B: %v", err)
+	}
+	return a, b, nil
+}
+
+// runCompare prints the comparison of b with a in merged.
+func runCompare(merged *stats.Aggregate, a, b stats.Selector, cells, asJSON bool, out io.Writer) (int, error) {
+	cmp, err := merged.Compare(a, b, cells, time.Now())
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(cmp)
+	} else {
+		err = stats.WriteComparison(out, cmp, cells)
 	}
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err

@@ -29,6 +29,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		tokens_per_second   <rate>
 //		jitter              <fraction>
 //		output_tokens       <count>
+//		batch_slowdown      <fraction>
+//		prefill_tokens_per_second <rate>
 //		usage               auto|always|never
 //		seed                <int>
 //		fail_status         <status>
@@ -41,6 +43,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			tokens_per_second   <rate>
 //			jitter              <fraction>
 //			output_tokens       <count>
+//			batch_slowdown      <fraction>
+//			prefill_tokens_per_second <rate>
 //		}
 //	}
 //
@@ -188,7 +192,7 @@ func unmarshalProfileField(d *caddyfile.Dispenser, p *Profile) (bool, error) {
 		}
 		p.TimeToFirstToken = caddy.Duration(dur)
 
-	case "tokens_per_second", "jitter":
+	case "tokens_per_second", "jitter", "batch_slowdown", "prefill_tokens_per_second":
 		name := d.Val()
 		v, err := singleArg(d)
 		if err != nil {
@@ -198,16 +202,27 @@ func unmarshalProfileField(d *caddyfile.Dispenser, p *Profile) (bool, error) {
 		if err != nil {
 			return true, d.Errf("parsing %s: %v", name, err)
 		}
-		if name == "jitter" {
+		switch name {
+		case "jitter":
 			if err := checkJitter(f); err != nil {
 				return true, d.Errf("jitter %v", err)
 			}
 			p.Jitter = f
-		} else {
+		case "tokens_per_second":
 			if err := checkRate(f, false); err != nil {
 				return true, d.Errf("tokens_per_second %v", err)
 			}
 			p.TokensPerSecond = f
+		case "batch_slowdown":
+			if err := checkRate(f, true); err != nil {
+				return true, d.Errf("batch_slowdown %v", err)
+			}
+			p.BatchSlowdown = f
+		default:
+			if err := checkRate(f, true); err != nil {
+				return true, d.Errf("prefill_tokens_per_second %v", err)
+			}
+			p.PrefillTokensPerSecond = f
 		}
 
 	case "output_tokens":

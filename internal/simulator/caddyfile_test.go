@@ -70,13 +70,15 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 					tokens_per_second 120
 					jitter 0.1
 					output_tokens 16
+					batch_slowdown 0.05
+					prefill_tokens_per_second 8000
 				}
 			}`,
 			want: Handler{
 				Profile: Profile{TokensPerSecond: 50},
 				Models: map[string]Profile{
 					"model-a": {TimeToFirstToken: caddy.Duration(100 * time.Millisecond), TokensPerSecond: 40},
-					"model-b": {TokensPerSecond: 120, Jitter: 0.1, OutputTokens: 16},
+					"model-b": {TokensPerSecond: 120, Jitter: 0.1, OutputTokens: 16, BatchSlowdown: 0.05, PrefillTokensPerSecond: 8000},
 				},
 			},
 		},
@@ -95,6 +97,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "model without name", input: "tokentap_simulator {\nmodel\n}", wantErr: "wrong argument count"},
 		{name: "model with two names", input: "tokentap_simulator {\nmodel a b\n}", wantErr: "wrong argument count"},
 		{name: "missing argument", input: "tokentap_simulator {\ntokens_per_second\n}", wantErr: "wrong argument count"},
+		{name: "negative batch slowdown", input: "tokentap_simulator {\nbatch_slowdown -0.1\n}", wantErr: "batch_slowdown must be a positive finite number"},
+		{name: "bad prefill rate", input: "tokentap_simulator {\nprefill_tokens_per_second fast\n}", wantErr: "parsing prefill_tokens_per_second"},
 		{name: "extra argument", input: "tokentap_simulator {\noutput_tokens 1 2\n}", wantErr: "wrong argument count"},
 		{name: "bad duration", input: "tokentap_simulator {\ntime_to_first_token soon\n}", wantErr: "parsing time_to_first_token"},
 		{name: "negative duration", input: "tokentap_simulator {\ntime_to_first_token -1s\n}", wantErr: "must not be negative"},

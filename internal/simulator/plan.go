@@ -329,7 +329,7 @@ func (h *Handler) PlanTarget(target string, body []byte, header http.Header) (Pl
 	if err != nil {
 		return Plan{}, err
 	}
-	p, err := h.plan(f, u, body, o)
+	p, err := h.plan(f, u, body, o, nil)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -361,7 +361,11 @@ const (
 	jitterStream = 0x6a69747465727221 // "jitter!!"
 )
 
-func (h *Handler) plan(f format, u *url.URL, body []byte, o overrides) (Plan, error) {
+// plan computes the plan of a request; l, when not nil, counts it in
+// flight to its model from here on (the caller calls l.exit), and the
+// model's requests in flight then set its speed. Without l the request is
+// alone.
+func (h *Handler) plan(f format, u *url.URL, body []byte, o overrides, l *load) (Plan, error) {
 	req, err := f.parse(u, body)
 	if err != nil {
 		return Plan{}, err
@@ -402,6 +406,11 @@ func (h *Handler) plan(f format, u *url.URL, body []byte, o overrides) (Plan, er
 	if o.jitterSet {
 		prof.Jitter = o.profile.Jitter
 	}
+	inflight := 1
+	if l != nil {
+		inflight = l.enter(p.Model)
+	}
+	prof = prof.underLoad(inflight, p.PromptTokens)
 	p.Profile = prof
 
 	n := prof.OutputTokens

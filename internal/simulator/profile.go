@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/tokentap/tokentap/internal/simulator/speed"
 )
 
 // Built-in defaults of the top-level profile. They resemble a mid-sized
@@ -44,6 +46,20 @@ type Profile struct {
 	// it lower with max_tokens or max_completion_tokens. Zero inherits the
 	// handler's value, whose default is 64.
 	OutputTokens int `json:"output_tokens,omitempty"`
+
+	// How much each further request in flight to the same model slows a
+	// request (package speed): with n in flight, itself included, its rate
+	// is tokens_per_second / (1 + batch_slowdown*(n-1)) and its time to
+	// first token is multiplied by the same factor, as a continuous-
+	// batching server's would. Zero inherits the handler's value, whose
+	// default is 0 (load does not matter).
+	BatchSlowdown float64 `json:"batch_slowdown,omitempty"`
+
+	// How many prompt tokens the model prefills per second: the prompt
+	// adds prompt_tokens / prefill_tokens_per_second to the time to first
+	// token (before the load's factor). Zero inherits the handler's value,
+	// whose default is 0 (the prompt's length does not matter).
+	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second,omitempty"`
 }
 
 // defaultProfile is what an empty top-level profile stands for.
@@ -68,6 +84,35 @@ func (p Profile) Overlay(o Profile) Profile {
 	if o.OutputTokens != 0 {
 		p.OutputTokens = o.OutputTokens
 	}
+	if o.BatchSlowdown != 0 {
+		p.BatchSlowdown = o.BatchSlowdown
+	}
+	if o.PrefillTokensPerSecond != 0 {
+		p.PrefillTokensPerSecond = o.PrefillTokensPerSecond
+	}
+	return p
+}
+
+// curve is p's speed curve.
+func (p Profile) curve() speed.Curve {
+	return speed.Curve{
+		TimeToFirstToken:       time.Duration(p.TimeToFirstToken),
+		TokensPerSecond:        p.TokensPerSecond,
+		BatchSlowdown:          p.BatchSlowdown,
+		PrefillTokensPerSecond: p.PrefillTokensPerSecond,
+	}
+}
+
+// underLoad returns p with its time to first token and rate for a request
+// that starts with inflight requests in flight to its model, itself
+// included, and a prompt of promptTokens: unchanged when neither the load
+// nor the prompt matters.
+func (p Profile) underLoad(inflight, promptTokens int) Profile {
+	if p.BatchSlowdown == 0 && p.PrefillTokensPerSecond == 0 {
+		return p
+	}
+	ttft, rate := p.curve().At(inflight, promptTokens)
+	p.TimeToFirstToken, p.TokensPerSecond = caddy.Duration(ttft), rate
 	return p
 }
 
@@ -85,6 +130,12 @@ func (p Profile) validate() error {
 	}
 	if p.OutputTokens < 0 || p.OutputTokens > MaxOutputTokens {
 		return fmt.Errorf("output_tokens must be between 1 and %d, got %d", MaxOutputTokens, p.OutputTokens)
+	}
+	if err := checkRate(p.BatchSlowdown, true); err != nil {
+		return fmt.Errorf("batch_slowdown %w", err)
+	}
+	if err := checkRate(p.PrefillTokensPerSecond, true); err != nil {
+		return fmt.Errorf("prefill_tokens_per_second %w", err)
 	}
 	return nil
 }

@@ -89,6 +89,10 @@ type Handler struct {
 	// If set, the connection is cut after this many content tokens, as a
 	// crashed upstream would. Default: unset.
 	AbortAfter *int `json:"abort_after,omitempty"`
+
+	// load counts the requests being served, per model, for
+	// batch_slowdown; set at provisioning.
+	load *load
 }
 
 // CaddyModule returns the Caddy module information.
@@ -109,6 +113,7 @@ func (h *Handler) Provision(_ caddy.Context) error {
 	if h.FailStatusBody == "" {
 		h.FailStatusBody = StatusBodyJSON
 	}
+	h.load = new(load)
 	return nil
 }
 
@@ -197,7 +202,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		writeError(w, f, err)
 		return nil
 	}
-	p, err := h.plan(f, r.URL, body, o)
+	p, err := h.plan(f, r.URL, body, o, h.load)
+	if h.load != nil && err == nil {
+		defer h.load.exit(p.Model)
+	}
 	if err == nil {
 		err = checkStamp(&p, o)
 	}

@@ -34,6 +34,9 @@ type AggregateRow struct {
 	Series []SeriesSlice
 	// inflight is the row's in-flight view, by bucket.
 	inflight [numInflightBuckets]inflightAgg
+	// strata is the row's cells of (in-flight level x input size), nil
+	// when the window keeps none or no request had a cell.
+	strata *aggStrata
 	// Health is the row's health now (not the window's), when HasHealth:
 	// every row but the overflow row has one.
 	Health    drift.Health
@@ -62,6 +65,7 @@ func (a *Aggregate) add(r *AggregateRow) {
 		have.inflight[b].requests += r.inflight[b].requests
 		mergeSketches(have.inflight[b].sketches[:], r.inflight[b].sketches[:], newInflightViewSketch)
 	}
+	mergeStrata(&have.strata, r.strata)
 	if r.Series != nil {
 		have.Series = mergeSeries(have.Series, r.Series)
 	}
@@ -87,6 +91,7 @@ func (a *Aggregate) Merge(b *Aggregate) error {
 			c.inflight[b].requests = r.inflight[b].requests
 			mergeSketches(c.inflight[b].sketches[:], r.inflight[b].sketches[:], newInflightViewSketch)
 		}
+		mergeStrata(&c.strata, r.strata)
 		a.add(c)
 	}
 	a.mergeLive(b.live)

@@ -104,3 +104,19 @@ func BenchmarkRecordParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRecordStrata is BenchmarkRecord with the in-flight level known,
+// so that the request also lands in its in-flight bucket and its strata
+// cell.
+func BenchmarkRecordStrata(b *testing.B) {
+	s := NewStore(Options{})
+	k := key("openai", "gpt-4o-mini", "app", "chat", "team", "search")
+	smp := SampleOf(measurement())
+	smp.Inflight = 5
+	now := time.Now()
+	s.Record(&k, &smp, now)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Record(&k, &smp, now)
+	}
+}

@@ -12,17 +12,28 @@ const (
 	inflightSketchBytes = inflightBins*8 + 64 + 2*80
 	// sliceBytes: a slice's epoch, counts and sketch pointers.
 	sliceBytes = 8 + 8*8 + 8*NumMetrics
-	// rowBytes: the row itself (its in-flight halves inline), its map
-	// entry and its longest key (MaxLabels labels, every string cut at
-	// MaxKeyString).
-	rowBytes = 1792 + 64 + (2+2*MaxLabels)*MaxKeyString + MaxLabels*32
+	// rowStructBytes: the row struct (its in-flight halves inline);
+	// TestStructSizes checks it.
+	rowStructBytes = 3456
+	// rowBytes: the row itself, its map entry and its longest key
+	// (MaxLabels labels, every string cut at MaxKeyString).
+	rowBytes = rowStructBytes + 64 + (2+2*MaxLabels)*MaxKeyString + MaxLabels*32
 	// inflightBytes: every in-flight sketch of every half of every window.
 	inflightBytes = numWindows * inflightHalves * numInflightBuckets * numInflightMetrics * inflightSketchBytes
+	// strataStructBytes: a row's strata struct (its cells' counts and
+	// sketch pointers); TestStructSizes checks it.
+	strataStructBytes = 6144
+	// strataSketchBytes: a strata sketch, with its strataBins bins.
+	strataSketchBytes = strataBins*8 + 64 + 2*80
+	// strataBytes: the strata struct and every sketch of every cell of
+	// every half of both strata windows.
+	strataBytes = strataStructBytes + numStrataWindows*inflightHalves*numCells*numInflightMetrics*strataSketchBytes
 )
 
 // RowBound is the most memory one row holds: every slice of every window
-// with every metric's sketch, every in-flight sketch, and the longest key.
-var RowBound = int64(totalSlices*(sliceBytes+NumMetrics*sliceSketchBytes) + inflightBytes + rowBytes)
+// with every metric's sketch, every in-flight sketch, every strata cell's
+// sketches, and the longest key.
+var RowBound = int64(totalSlices*(sliceBytes+NumMetrics*sliceSketchBytes) + inflightBytes + strataBytes + rowBytes)
 
 // MemoryBound is the most memory a Store with maxRows rows (0: the default)
 // holds, whatever the traffic: maxRows rows and the overflow row, each at

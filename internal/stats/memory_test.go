@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // fillTimes are offsets at which one record fills a different slice of
@@ -94,23 +95,29 @@ func TestMemoryBound(t *testing.T) {
 				}
 			}
 		}
-		// Then every in-flight bucket in both halves of every window's
-		// in-flight ring, for every row and the overflow row.
+		// Then every cell of (in-flight bucket x input bucket), which
+		// fills every in-flight bucket too, in both halves of every
+		// window's in-flight ring and strata, for every row and the
+		// overflow row.
 		last := times[len(times)-1]
 		for j := 0; j <= DefaultMaxRows; j++ {
 			for w := range numWindows {
 				for _, d := range []time.Duration{last, last - time.Duration(inflightHalf(Window(w)))} {
 					for b := range numInflightBuckets {
-						var smp Sample
-						for m := range NumMetrics {
-							smp.Set(Metric(m), 1+float64((b*31+j)%200))
-						}
-						smp.Inflight = int64(1) << b
-						s.Record(&ks[j], &smp, at(d))
-						if inHour(d) {
-							wantTotal++
-							if j >= DefaultMaxRows {
-								wantOverflow++
+						for nb := range numInputBuckets {
+							var smp Sample
+							for m := range NumMetrics {
+								smp.Set(Metric(m), 1+float64((b*31+nb*7+j)%200))
+							}
+							tokens, _ := InputRange(nb)
+							smp.Set(InputTokens, float64(tokens))
+							smp.Inflight = int64(1) << b
+							s.Record(&ks[j], &smp, at(d))
+							if inHour(d) {
+								wantTotal++
+								if j >= DefaultMaxRows {
+									wantOverflow++
+								}
 							}
 						}
 					}
@@ -146,4 +153,23 @@ func TestMemoryBound(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(s)
+}
+
+// TestStructSizes: the structs the memory bound counts by their allocation
+// size fit in it.
+func TestStructSizes(t *testing.T) {
+	tests := []struct {
+		name       string
+		size, have uintptr
+	}{
+		{"row", unsafe.Sizeof(row{}), rowStructBytes},
+		{"strata", unsafe.Sizeof(rowStrata{}), strataStructBytes},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.size > tt.have {
+				t.Errorf("%d bytes, the bound counts %d", tt.size, tt.have)
+			}
+		})
+	}
 }

@@ -87,6 +87,9 @@ type row struct {
 	rings [numWindows][]slice
 	// inflight holds each window's in-flight halves (inflight.go).
 	inflight [numWindows][inflightHalves]inflightSlice
+	// strata holds the 5m and 1h windows' cells of (in-flight level x
+	// input size), from the first request that has one (strata.go).
+	strata *rowStrata
 	// health watches the row for a slowdown against its own earlier
 	// requests (package drift).
 	health drift.Detector
@@ -136,6 +139,7 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 		r.last = t
 	}
 	r.recordInflight(s, t, &ok)
+	r.recordStrata(s, t, &ok)
 	for w := range r.rings {
 		info := &windows[w]
 		e := floorDiv(t, int64(info.slice))
@@ -224,6 +228,7 @@ func (r *row) reuse(key Key, cfg *drift.Config) {
 			r.inflight[w][i].reset(noEpoch)
 		}
 	}
+	r.resetStrata()
 	r.initHealth(cfg)
 }
 

@@ -115,6 +115,7 @@ type sketchKind struct {
 var (
 	sliceSketches    = sketchKind{indexMapping, minIndex, maxIndex, newViewSketch}
 	inflightSketches = sketchKind{inflightMapping, inflightMapping.Index(minValue), inflightMapping.Index(maxValue), newInflightViewSketch}
+	strataSketches   = sketchKind{strataMapping, strataMapping.Index(minValue), strataMapping.Index(maxValue), newStrataViewSketch}
 )
 
 func decodeSketchOf(s string, kind *sketchKind) (*ddsketch.DDSketch, error) {

@@ -51,6 +51,11 @@ type SnapshotRow struct {
 	// its lowest level, requests and sketches (of InflightAccuracy).
 	ByInflight []SnapshotInflight `json:"by_inflight,omitempty"`
 
+	// Strata is the row's cells of (in-flight level x input size), each
+	// with a request, for the fair comparison (strata.go); absent in
+	// windows without strata and in snapshots of older tokentaps.
+	Strata []SnapshotCell `json:"strata,omitempty"`
+
 	// Series is the row's time slices, oldest first, every slice of the
 	// window, when the snapshot was asked for with series.
 	Series []SnapshotSlice `json:"series,omitempty"`
@@ -68,6 +73,16 @@ type SnapshotSlice struct {
 // SnapshotInflight is one in-flight bucket of a row.
 type SnapshotInflight struct {
 	InflightMin int64             `json:"inflight_min"`
+	Requests    int64             `json:"requests"`
+	Sketches    map[string]string `json:"sketches"`
+}
+
+// SnapshotCell is one cell of a row's strata: its in-flight bucket's and
+// input bucket's lowest values, its requests and its sketches (of
+// StrataAccuracy).
+type SnapshotCell struct {
+	InflightMin int64             `json:"inflight_min"`
+	InputMin    int64             `json:"input_min"`
 	Requests    int64             `json:"requests"`
 	Sketches    map[string]string `json:"sketches"`
 }
@@ -183,6 +198,9 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 			}
 			sr.ByInflight = append(sr.ByInflight, si)
 		}
+		if sr.Strata, err = snapshotStrata(r.strata); err != nil {
+			return nil, fmt.Errorf("%s/%s, %v", r.Key.Provider, r.Key.Model, err)
+		}
 		for i := range r.Series {
 			sl := &r.Series[i]
 			ss := SnapshotSlice{Start: sl.Start.UTC(), Seconds: int(a.window.Slice() / time.Second), SnapshotCounts: snapshotCounts(&sl.Counts)}
@@ -261,6 +279,12 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 		if err := readInflight(sr.ByInflight, r); err != nil {
 			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
 		}
+		if len(sr.Strata) > 0 && !w.HasStrata() {
+			return nil, fmt.Errorf("row %d (%s/%s): strata in window %s, which keeps none", i, sr.Provider, sr.Model, w)
+		}
+		if r.strata, err = readStrata(sr.Strata); err != nil {
+			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
+		}
 		if len(sr.Series) > 0 {
 			if r.Series, err = s.series(sr, w); err != nil {
 				return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
@@ -330,4 +354,77 @@ func readInflight(in []SnapshotInflight, r *AggregateRow) error {
 		}
 	}
 	return nil
+}
+
+// snapshotStrata encodes a row's cells that have a request.
+func snapshotStrata(st *aggStrata) ([]SnapshotCell, error) {
+	if st == nil {
+		return nil, nil
+	}
+	var out []SnapshotCell
+	for c := range st {
+		cell := &st[c]
+		if cell.requests == 0 {
+			continue
+		}
+		sc := SnapshotCell{Requests: cell.requests, Sketches: map[string]string{}}
+		sc.InflightMin, _ = InflightRange(c / numInputBuckets)
+		sc.InputMin, _ = InputRange(c % numInputBuckets)
+		for i, m := range inflightMetrics {
+			if sk := cell.sketches[i]; sk != nil && !sk.IsEmpty() {
+				enc, err := encodeSketch(sk)
+				if err != nil {
+					return nil, fmt.Errorf("cell in-flight %d, input %d, %s: %v", sc.InflightMin, sc.InputMin, m, err)
+				}
+				sc.Sketches[m.String()] = enc
+			}
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// readStrata reads a row's cells back, each checked: a known cell, at most
+// once, a non-negative count and sketches of the strata kind. None gives
+// nil: a snapshot of a window without strata, or of an older tokentap.
+func readStrata(in []SnapshotCell) (*aggStrata, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	st := new(aggStrata)
+	var seen [numCells]bool
+	for _, sc := range in {
+		ib, nb := -1, -1
+		for b := range numInflightBuckets {
+			if lo, _ := InflightRange(b); lo == sc.InflightMin {
+				ib = b
+			}
+		}
+		for b := range numInputBuckets {
+			if lo, _ := InputRange(b); lo == sc.InputMin {
+				nb = b
+			}
+		}
+		if ib < 0 || nb < 0 || seen[cellOf(ib, nb)] {
+			return nil, fmt.Errorf("strata cell in-flight %d, input %d: not a cell's lowest values, or given twice", sc.InflightMin, sc.InputMin)
+		}
+		c := cellOf(ib, nb)
+		seen[c] = true
+		if sc.Requests < 0 {
+			return nil, fmt.Errorf("strata cell in-flight %d, input %d: negative count", sc.InflightMin, sc.InputMin)
+		}
+		st[c].requests = sc.Requests
+		for i, m := range inflightMetrics {
+			enc, ok := sc.Sketches[m.String()]
+			if !ok {
+				continue
+			}
+			sk, err := decodeSketchOf(enc, &strataSketches)
+			if err != nil {
+				return nil, fmt.Errorf("strata cell in-flight %d, input %d, %s: %v", sc.InflightMin, sc.InputMin, m, err)
+			}
+			st[c].sketches[i] = sk
+		}
+	}
+	return st, nil
 }

@@ -236,6 +236,7 @@ func (s *Store) aggregate(w Window, now time.Time, series bool) *Aggregate {
 		}
 		r.view(w, t, &ar)
 		r.viewInflight(w, t, &ar)
+		r.viewStrata(w, t, &ar)
 		if series && ar.Counts.Requests > 0 {
 			r.viewSeries(w, t, s.origin, &ar)
 		}
