@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
 
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/slo"
 )
@@ -58,7 +59,18 @@ const (
 	// tokentap_degraded_total), by tokentap.degraded.reason: the span says
 	// which exchange, the counter how often, without sampling.
 	metricDegraded = "tokentap.degraded"
+	// verify_usage's checks (Prometheus: tokentap_usage_checks_total),
+	// by tokentap.usage.check: match, mismatch or unverifiable.
+	metricUsageChecks = "tokentap.usage.checks"
 )
+
+// usageCheckOutcomes are the tokentap.usage.check options, made once so
+// that counting a check allocates nothing for them.
+var usageCheckOutcomes = [...]metric.AddOption{
+	metric.WithAttributes(attrUsageCheck.String("match")),
+	metric.WithAttributes(attrUsageCheck.String("mismatch")),
+	metric.WithAttributes(attrUsageCheck.String("unverifiable")),
+}
 
 // The gen_ai.token.type attributes of the two token usage points.
 var (
@@ -87,6 +99,7 @@ type Instruments struct {
 	sloRequests           metric.Int64Counter
 	sloGoodput            metric.Int64Counter
 	degraded              metric.Int64Counter
+	usageChecks           metric.Int64Counter
 	healthTransitions     metric.Int64Counter
 }
 
@@ -152,6 +165,10 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool, gaps *gapHistog
 	ins.degraded, err = m.Int64Counter(metricDegraded,
 		metric.WithUnit("{request}"),
 		metric.WithDescription("Exchanges whose measurement a fault cost something (an unreadable event or body, a body over its cap, a model family or usage entry not known), by tokentap.degraded.reason; the traffic itself was passed on untouched."))
+	collect(err)
+	ins.usageChecks, err = m.Int64Counter(metricUsageChecks,
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Exchanges sampled by verify_usage, by tokentap.usage.check: match and mismatch compare the reported output count with the tokenizer's count of the text; unverifiable ones could not be compared (no known tokenizer, tool calls, shown reasoning)."))
 	collect(err)
 	collect(newHealthInstruments(m, ins))
 	if len(errs) > 0 {
@@ -233,6 +250,14 @@ func (ins *Instruments) Record(r *sink.Result) {
 		// Rare, so the reason's attribute is added here rather than
 		// cached with the exchange's set.
 		ins.degraded.Add(ctx, 1, opts.add[0], metric.WithAttributes(attrDegradedReason.String(m.DegradedReason)))
+	}
+	switch c := &r.UsageCheck; {
+	case c.Status == usagecheck.Verified && !c.Mismatch:
+		ins.usageChecks.Add(ctx, 1, opts.add[0], usageCheckOutcomes[0])
+	case c.Status == usagecheck.Verified:
+		ins.usageChecks.Add(ctx, 1, opts.add[0], usageCheckOutcomes[1])
+	case c.Status == usagecheck.Unverifiable:
+		ins.usageChecks.Add(ctx, 1, opts.add[0], usageCheckOutcomes[2])
 	}
 	switch r.SLO {
 	case slo.Met:

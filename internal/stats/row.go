@@ -24,6 +24,11 @@ type Counts struct {
 	// SLORequests counts the requests an objective judged, SLOMet those
 	// that met it, and GoodputTokens sums the output tokens of those.
 	SLORequests, SLOMet, GoodputTokens int64
+	// UsageVerified counts the requests verify_usage compared, and
+	// UsageReported and UsageCounted sum their reported and counted
+	// output tokens (sums, so that a row's ratio is exact and merges);
+	// UsageMismatches counts those outside the tolerance.
+	UsageVerified, UsageReported, UsageCounted, UsageMismatches int64
 }
 
 func (c *Counts) add(o Counts) {
@@ -35,6 +40,10 @@ func (c *Counts) add(o Counts) {
 	c.SLORequests += o.SLORequests
 	c.SLOMet += o.SLOMet
 	c.GoodputTokens += o.GoodputTokens
+	c.UsageVerified += o.UsageVerified
+	c.UsageReported += o.UsageReported
+	c.UsageCounted += o.UsageCounted
+	c.UsageMismatches += o.UsageMismatches
 }
 
 // zeroIndex marks a zero value among bin indexes, which valid values keep
@@ -164,6 +173,14 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 				if ok[OutputTokens] {
 					sl.counts.GoodputTokens += int64(s.values[OutputTokens])
 				}
+			}
+		}
+		if s.UsageVerified {
+			sl.counts.UsageVerified++
+			sl.counts.UsageReported += s.UsageReported
+			sl.counts.UsageCounted += s.UsageCounted
+			if s.UsageMismatch {
+				sl.counts.UsageMismatches++
 			}
 		}
 		for m := range ok {
