@@ -6,6 +6,7 @@ import (
 
 	"github.com/tokentap/tokentap/internal/capture"
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/sink"
 )
 
@@ -44,9 +45,12 @@ func (x *exchange) captureResponse() {
 	if x.output != nil {
 		next = x.output
 	}
-	if x.cfg.VerifyUsage.Sample() {
+	if x.check != nil || x.cfg.VerifyUsage.Sample() {
+		if x.check == nil {
+			x.check = new(usagecheck.Checker)
+		}
 		x.check.Start(x.cfg.VerifyUsage, &x.m.M, next)
-		x.m.SetTextSink(&x.check)
+		x.m.SetTextSink(x.check)
 		return
 	}
 	if next != nil {

@@ -66,8 +66,9 @@ type exchange struct {
 	// (capture.go); nil otherwise.
 	output *capture.Output
 	// check counts the answer text of an exchange sampled by verify_usage
-	// (capture.go); its zero value checks nothing.
-	check usagecheck.Checker
+	// (capture.go); nil otherwise, so that an exchange not sampled carries
+	// none of it.
+	check *usagecheck.Checker
 
 	// result is what the sinks get when the exchange ends; part of the
 	// exchange so that finishing allocates no more for it.
