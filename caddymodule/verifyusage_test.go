@@ -140,3 +140,25 @@ func TestVerifyUsageThroughCaddy(t *testing.T) {
 	}
 	t.Fatalf("no row for %s in %+v", model, rep.Rows)
 }
+
+// TestEstimatorUsable: the estimator's vocabulary is loaded at
+// provisioning only where a stream can lack usage and be counted by it.
+func TestEstimatorUsable(t *testing.T) {
+	tests := []struct {
+		name string
+		h    Handler
+		want bool
+	}{
+		{"default", Handler{}, true},
+		{"Chat Completions forced", Handler{Dialect: "openai_chat"}, true},
+		{"inject_usage: every stream reports usage", Handler{InjectUsage: true}, false},
+		{"another dialect: its streams are never tokenized", Handler{Dialect: "anthropic_messages"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.h.estimatorUsable(); got != tt.want {
+				t.Errorf("estimatorUsable() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
