@@ -41,7 +41,7 @@ func New(share float64) (*Verifier, error) {
 }
 
 // Sample decides whether one exchange is checked: at random, without a
-// lock (math/rand/v2's top-level source is per-goroutine state).
+X
 func (v *Verifier) Sample() bool {
 	return v != nil && (v.share >= 1 || rand.Float64() < v.share)
 }
