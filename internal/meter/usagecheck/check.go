@@ -41,7 +41,8 @@ func New(share float64) (*Verifier, error) {
 }
 
 // Sample decides whether one exchange is checked: at random, without a
-X
+// lock (math/rand/v2's top-level functions read the runtime's per-thread
+// generator).
 func (v *Verifier) Sample() bool {
 	return v != nil && (v.share >= 1 || rand.Float64() < v.share)
 }
