@@ -170,6 +170,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Dialect = arg
 		case "tokenizer":
 			h.Tokenizer = arg
+		case "verify_usage":
+			share, err := strconv.ParseFloat(arg, 64)
+			if err != nil || !(share > 0 && share <= 1) {
+				return d.Errf("verify_usage: want a share in (0, 1], got %q", arg)
+			}
+			h.VerifyUsage = share
 		case "max_request_body", "max_response_body", "max_event_size":
 			size, err := humanize.ParseBytes(arg)
 			if err != nil {

@@ -91,6 +91,12 @@ type Handler struct {
 	// percent off (docs/telemetry.md). Such counts are labelled
 	// tokentap.usage.source "estimated". Default: "o200k_base".
 	Tokenizer string `json:"tokenizer,omitempty"`
+	// VerifyUsage checks the provider's reported output token count on
+	// this share of requests, chosen at random (0 < share <= 1): their
+	// answer text is counted with the model's own tokenizer, where it is
+	// known, and compared (docs/telemetry.md, "Checking reported usage").
+	// Default: 0, off.
+	VerifyUsage float64 `json:"verify_usage,omitempty"`
 	// Labels adds dimensions of the user's own to every span, metric point
 	// and stats row, by name: each value is a template with Caddy
 	// placeholders, evaluated at the end of the request, for example

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tokentap/tokentap/internal/meter/tokencount"
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 )
 
 // DefaultTokenizer is the encoding that counts the output of streams that
@@ -11,10 +12,19 @@ import (
 // and the streams that lack usage are OpenAI-style ones.
 const DefaultTokenizer = "o200k_base"
 
-// provisionTokenizer loads the configured tokenizer's vocabulary now (once
-// per process; docs/telemetry.md says what it costs), so that the first
-// stream to need it is not the one that waits.
+// provisionTokenizer loads, now, the vocabularies that a configured
+// feature can use (once per process; docs/telemetry.md says what one
+// costs), so that the first stream to need one is not the one that waits,
+// and no other: the estimator's, unless no stream of the route can lack
+// usage (inject_usage asks for it, or the dialect is one whose streams
+// the estimator never counts); and with verify_usage, every encoding of
+// the check's table.
 func (h *Handler) provisionTokenizer() error {
+	v, err := usagecheck.New(h.VerifyUsage)
+	if err != nil {
+		return err
+	}
+	h.cfg.VerifyUsage = v
 	name := h.Tokenizer
 	if name == "" {
 		name = DefaultTokenizer
@@ -27,9 +37,24 @@ func (h *Handler) provisionTokenizer() error {
 	if err != nil {
 		return fmt.Errorf("tokenizer: %v", err)
 	}
+	h.cfg.Estimator = c
+	if !h.estimatorUsable() {
+		// Set, so a stream that does need it still counts, loading the
+		// vocabulary then.
+		return nil
+	}
 	if err := c.Load(); err != nil {
 		return fmt.Errorf("loading tokenizer %s: %v", name, err)
 	}
-	h.cfg.Estimator = c
 	return nil
+}
+
+// estimatorUsable reports whether a stream of this route can lack usage
+// and be counted by the estimator: only Chat Completions streams are
+// (meter.Estimator), and none of them lacks usage under inject_usage.
+func (h *Handler) estimatorUsable() bool {
+	if h.InjectUsage {
+		return false
+	}
+	return h.Dialect == "" || h.Dialect == "openai_chat"
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tokentap/tokentap/internal/capture"
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/sink"
 )
 
@@ -33,12 +34,27 @@ func (x *exchange) prepareCapture(r *http.Request) {
 	x.output = capture.NewOutput(int(x.cfg.MaxContentSize))
 }
 
-// captureResponse hands the generated text to the capture from now on;
-// it is called once the meter is set up for the response, which may have
-// started it over in another dialect.
+// captureResponse hands the generated text to the capture and, when
+// verify_usage samples this exchange, to the usage check first, from now
+// on; it is called once the meter is set up for the response, which may
+// have started it over in another dialect. An exchange that is neither
+// captured nor sampled sets no sink: the meter then does no work for
+// either.
 func (x *exchange) captureResponse() {
+	var next meter.TextSink
 	if x.output != nil {
-		x.m.SetTextSink(x.output)
+		next = x.output
+	}
+	if x.check != nil || x.cfg.VerifyUsage.Sample() {
+		if x.check == nil {
+			x.check = new(usagecheck.Checker)
+		}
+		x.check.Start(x.cfg.VerifyUsage, &x.m.M, next)
+		x.m.SetTextSink(x.check)
+		return
+	}
+	if next != nil {
+		x.m.SetTextSink(next)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/tokentap/tokentap/internal/capture"
 	"github.com/tokentap/tokentap/internal/live"
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/probe"
 	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/slo"
@@ -65,6 +66,10 @@ type exchange struct {
 	// output collects the generated text when content is captured
 	// (capture.go); nil otherwise.
 	output *capture.Output
+	// check counts the answer text of an exchange sampled by verify_usage
+	// (capture.go); nil otherwise, so that an exchange not sampled carries
+	// none of it.
+	check *usagecheck.Checker
 
 	// result is what the sinks get when the exchange ends; part of the
 	// exchange so that finishing allocates no more for it.

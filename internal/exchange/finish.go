@@ -40,6 +40,9 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	x.safely("cost", func() { x.price(r) })
 	x.safely("slo", func() { x.judge(r) })
 	x.safely("content", func() { r.Content = x.content(m) })
+	if x.check != nil {
+		x.safely("verify_usage", func() { r.UsageCheck = x.check.Result(m, r.Model()) })
+	}
 	x.overhead += time.Since(end)
 	r.Inflight, r.InflightKnown, r.Overhead = x.inflightAhead, x.inflight != nil, x.overhead
 	r.Probe = x.probe

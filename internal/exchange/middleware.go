@@ -13,6 +13,7 @@ import (
 	"github.com/tokentap/tokentap/internal/cost"
 	"github.com/tokentap/tokentap/internal/live"
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/otelexport"
 	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/slo"
@@ -40,6 +41,9 @@ type Config struct {
 	// Estimator counts the output of streams that report no usage; nil
 	// estimates with the meter's heuristic.
 	Estimator meter.Estimator
+	// VerifyUsage checks a sampled share of exchanges' reported output
+	// count against their text (package usagecheck); nil checks none.
+	VerifyUsage *usagecheck.Verifier
 
 	// InjectUsage asks OpenAI-style streams for their usage and strips
 	// what that added from the response (package injectusage).

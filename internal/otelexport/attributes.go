@@ -8,6 +8,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/sink"
 )
 
@@ -41,6 +42,14 @@ const (
 	attrSLOSource                = attribute.Key("tokentap.slo.source")
 	attrHealthState              = attribute.Key("tokentap.health.state")
 	attrProbe                    = attribute.Key("tokentap.probe")
+	// verify_usage's check of the reported output count (usagecheck):
+	// the tokenizer's count, its encoding, and whether the two differ
+	// beyond tolerance; or why a sampled exchange could not be checked.
+	attrVerifiedOutputTokens = attribute.Key("tokentap.usage.verified.output_tokens")
+	attrVerifiedEncoding     = attribute.Key("tokentap.usage.verified.encoding")
+	attrVerifiedMismatch     = attribute.Key("tokentap.usage.verified.mismatch")
+	attrUnverifiedReason     = attribute.Key("tokentap.usage.unverified.reason")
+	attrUsageCheck           = attribute.Key("tokentap.usage.check")
 	// attrLangfuseCompletionStart is Langfuse's own, not tokentap's:
 	// Spans.Langfuse.
 	attrLangfuseCompletionStart = attribute.Key("langfuse.observation.completion_start_time")
@@ -291,6 +300,21 @@ func appendOpenAI(attrs []attribute.KeyValue, r *sink.Result) []attribute.KeyVal
 	}
 	if f := m.SystemFingerprint; f != "" {
 		attrs = append(attrs, semconv.OpenAIResponseSystemFingerprint(validUTF8(f)))
+	}
+	return attrs
+}
+
+// appendUsageCheck appends verify_usage's check, when the exchange was
+// sampled.
+func appendUsageCheck(attrs []attribute.KeyValue, c *usagecheck.Result) []attribute.KeyValue {
+	switch c.Status {
+	case usagecheck.Verified:
+		attrs = append(attrs,
+			attrVerifiedOutputTokens.Int64(c.Counted),
+			attrVerifiedEncoding.String(c.Encoding),
+			attrVerifiedMismatch.Bool(c.Mismatch))
+	case usagecheck.Unverifiable:
+		attrs = append(attrs, attrUnverifiedReason.String(c.Reason))
 	}
 	return attrs
 }

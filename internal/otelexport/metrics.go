@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
 
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/slo"
 )
@@ -62,7 +63,18 @@ const (
 	// (Prometheus: tokentap_stream_buffered_total): the span's
 	// tokentap.stream.buffered says which.
 	metricBuffered = "tokentap.stream.buffered"
+	// verify_usage's checks (Prometheus: tokentap_usage_checks_total),
+	// by tokentap.usage.check: match, mismatch or unverifiable.
+	metricUsageChecks = "tokentap.usage.checks"
 )
+
+// usageCheckOutcomes are the tokentap.usage.check options, made once so
+// that counting a check allocates nothing for them.
+var usageCheckOutcomes = [...]metric.AddOption{
+	metric.WithAttributes(attrUsageCheck.String("match")),
+	metric.WithAttributes(attrUsageCheck.String("mismatch")),
+	metric.WithAttributes(attrUsageCheck.String("unverifiable")),
+}
 
 // The gen_ai.token.type attributes of the two token usage points.
 var (
@@ -92,6 +104,7 @@ type Instruments struct {
 	sloGoodput            metric.Int64Counter
 	degraded              metric.Int64Counter
 	buffered              metric.Int64Counter
+	usageChecks           metric.Int64Counter
 	healthTransitions     metric.Int64Counter
 }
 
@@ -161,6 +174,10 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool, gaps *gapHistog
 	ins.buffered, err = m.Int64Counter(metricBuffered,
 		metric.WithUnit("{request}"),
 		metric.WithDescription("Streamed responses that arrived held back and released in one burst at their end (tokentap.stream.buffered): their time to first token is the whole generation and their decode rate not the model's."))
+	collect(err)
+	ins.usageChecks, err = m.Int64Counter(metricUsageChecks,
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Exchanges sampled by verify_usage, by tokentap.usage.check: match and mismatch compare the reported output count with the tokenizer's count of the text; unverifiable ones could not be compared (no known tokenizer, tool calls, shown reasoning)."))
 	collect(err)
 	collect(newHealthInstruments(m, ins))
 	collect(newActiveInstruments(m))
@@ -246,6 +263,14 @@ func (ins *Instruments) Record(r *sink.Result) {
 	}
 	if m.Buffered {
 		ins.buffered.Add(ctx, 1, opts.add[:]...)
+	}
+	switch c := &r.UsageCheck; {
+	case c.Status == usagecheck.Verified && !c.Mismatch:
+		ins.usageChecks.Add(ctx, 1, opts.add[0], usageCheckOutcomes[0])
+	case c.Status == usagecheck.Verified:
+		ins.usageChecks.Add(ctx, 1, opts.add[0], usageCheckOutcomes[1])
+	case c.Status == usagecheck.Unverifiable:
+		ins.usageChecks.Add(ctx, 1, opts.add[0], usageCheckOutcomes[2])
 	}
 	switch r.SLO {
 	case slo.Met:

@@ -65,6 +65,7 @@ func (s Spans) Record(r *sink.Result) {
 		}
 	}
 	attrs = appendContent(attrs, &r.Content)
+	attrs = appendUsageCheck(attrs, &r.UsageCheck)
 	if r.HasCost {
 		attrs = append(attrs, attrCostUSD.Float64(r.Cost))
 	}

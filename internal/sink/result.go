@@ -16,6 +16,7 @@ import (
 
 	"github.com/tokentap/tokentap/internal/capture"
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/slo"
 )
 
@@ -75,6 +76,10 @@ type Result struct {
 	// Content is the captured prompt and completion, when content capture
 	// is on for this exchange and its span is recorded; zero otherwise.
 	Content Content
+	// UsageCheck is verify_usage's check of the reported output count,
+	// when it sampled this exchange; zero (usagecheck.NotSampled)
+	// otherwise.
+	UsageCheck usagecheck.Result
 }
 
 // Label is one user-defined dimension, resolved for one request.

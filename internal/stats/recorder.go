@@ -2,6 +2,7 @@ package stats
 
 import (
 	"github.com/tokentap/tokentap/internal/drift"
+	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/slo"
 )
@@ -35,6 +36,10 @@ func (rec Recorder) Record(r *sink.Result) (rowSlow bool) {
 		sample.Set(Cost, r.Cost)
 	}
 	sample.SLOJudged, sample.SLOMet = r.SLO != slo.NotJudged, r.SLO == slo.Met
+	if c := &r.UsageCheck; c.Status == usagecheck.Verified {
+		sample.UsageVerified, sample.UsageMismatch = true, c.Mismatch
+		sample.UsageReported, sample.UsageCounted = c.Reported, c.Counted
+	}
 	if r.InflightKnown {
 		// The level counts the request itself.
 		sample.Inflight = r.Inflight + 1

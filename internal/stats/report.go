@@ -85,6 +85,10 @@ type ReportRow struct {
 	// SLO is the row's attainment of its objective; absent when no
 	// objective judged a request of the row in the window.
 	SLO *SLOSummary `json:"slo,omitempty"`
+	// UsageCheck is how the provider's reported output counts compared
+	// with the tokenizer's count of the text (verify_usage); absent when
+	// no request of the row was verified in the window.
+	UsageCheck *UsageCheckSummary `json:"usage_check,omitempty"`
 	// Health is whether the row has slowed down compared with its own
 	// earlier requests, now; absent on the overflow row.
 	Health *HealthReport `json:"health,omitempty"`
@@ -178,6 +182,35 @@ func sloSummary(c *Counts, seconds float64) *SLOSummary {
 		Met:          c.SLOMet,
 		Attainment:   ratio(c.SLOMet, c.SLORequests),
 		TokenGoodput: round(float64(c.GoodputTokens) / seconds),
+	}
+}
+
+// UsageCheckSummary is a row's verify_usage counts.
+type UsageCheckSummary struct {
+	// Verified counts the requests compared, Mismatches those whose
+	// counts differed beyond the tolerance.
+	Verified   int64 `json:"verified"`
+	Mismatches int64 `json:"mismatches"`
+	// ReportedTokens and CountedTokens sum the compared requests'
+	// reported output (less hidden reasoning) and counted text tokens;
+	// Ratio is ReportedTokens over CountedTokens, 1 when they agree.
+	ReportedTokens int64   `json:"reported_tokens"`
+	CountedTokens  int64   `json:"counted_tokens"`
+	Ratio          float64 `json:"ratio"`
+}
+
+// usageCheckSummary is c's UsageCheckSummary, nil when no request was
+// verified.
+func usageCheckSummary(c *Counts) *UsageCheckSummary {
+	if c.UsageVerified == 0 {
+		return nil
+	}
+	return &UsageCheckSummary{
+		Verified:       c.UsageVerified,
+		Mismatches:     c.UsageMismatches,
+		ReportedTokens: c.UsageReported,
+		CountedTokens:  c.UsageCounted,
+		Ratio:          ratio(c.UsageReported, c.UsageCounted),
 	}
 }
 
@@ -298,6 +331,7 @@ func (a *Aggregate) Report(at time.Time) *Report {
 			EstimatedShare: ratio(r.Counts.Estimated, r.Counts.Requests),
 			CostUSD:        round(r.Counts.CostUSD),
 			SLO:            sloSummary(&r.Counts, a.window.Duration().Seconds()),
+			UsageCheck:     usageCheckSummary(&r.Counts),
 		}
 		summarize(&rr.Metrics, &r.sketches)
 		rr.ByInflight = inflightPoints(r)

@@ -27,6 +27,11 @@ type Counts struct {
 	// Buffered counts streams that arrived held back and released in one
 	// burst (meter.Measurement.Buffered).
 	Buffered int64
+	// UsageVerified counts the requests verify_usage compared, and
+	// UsageReported and UsageCounted sum their reported and counted
+	// output tokens (sums, so that a row's ratio is exact and merges);
+	// UsageMismatches counts those outside the tolerance.
+	UsageVerified, UsageReported, UsageCounted, UsageMismatches int64
 }
 
 func (c *Counts) add(o Counts) {
@@ -39,6 +44,10 @@ func (c *Counts) add(o Counts) {
 	c.SLOMet += o.SLOMet
 	c.GoodputTokens += o.GoodputTokens
 	c.Buffered += o.Buffered
+	c.UsageVerified += o.UsageVerified
+	c.UsageReported += o.UsageReported
+	c.UsageCounted += o.UsageCounted
+	c.UsageMismatches += o.UsageMismatches
 }
 
 // zeroIndex marks a zero value among bin indexes, which valid values keep
@@ -175,6 +184,14 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 				if ok[OutputTokens] {
 					sl.counts.GoodputTokens += int64(s.values[OutputTokens])
 				}
+			}
+		}
+		if s.UsageVerified {
+			sl.counts.UsageVerified++
+			sl.counts.UsageReported += s.UsageReported
+			sl.counts.UsageCounted += s.UsageCounted
+			if s.UsageMismatch {
+				sl.counts.UsageMismatches++
 			}
 		}
 		for m := range ok {

@@ -29,6 +29,11 @@ type Sample struct {
 	// it met it; a met request's output tokens count toward the row's
 	// token goodput.
 	SLOJudged, SLOMet bool
+	// UsageVerified is set when verify_usage compared the request's
+	// reported output count (UsageReported) with its text's
+	// (UsageCounted); UsageMismatch when they differed beyond tolerance.
+	UsageVerified, UsageMismatch bool
+	UsageReported, UsageCounted  int64
 	// Inflight is the request's in-flight level: requests to the same
 	// upstream and model in flight when its response began, itself
 	// included; 0 when unknown (no response began), which the in-flight

@@ -107,10 +107,23 @@ type SnapshotCounts struct {
 	// Buffered counts the streams that arrived held back and released in
 	// one burst; absent (0) in snapshots from a tokentap without it.
 	Buffered int64 `json:"buffered,omitempty"`
+	// UsageVerified, UsageReportedTokens, UsageCountedTokens and
+	// UsageMismatches are the counts behind the Report's usage_check;
+	// absent when no request was verified, and in snapshots from a
+	// tokentap without verify_usage.
+	UsageVerified       int64 `json:"usage_verified,omitempty"`
+	UsageReportedTokens int64 `json:"usage_reported_tokens,omitempty"`
+	UsageCountedTokens  int64 `json:"usage_counted_tokens,omitempty"`
+	UsageMismatches     int64 `json:"usage_mismatches,omitempty"`
 }
 
 func snapshotCounts(c *Counts) SnapshotCounts {
-	return SnapshotCounts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens, c.Buffered}
+	return SnapshotCounts{
+		Requests: c.Requests, Errors: c.Errors, Aborts: c.Aborts, Estimated: c.Estimated, CostUSD: c.CostUSD,
+		SLORequests: c.SLORequests, SLOMet: c.SLOMet, GoodputTokens: c.GoodputTokens,
+		Buffered:      c.Buffered,
+		UsageVerified: c.UsageVerified, UsageReportedTokens: c.UsageReported, UsageCountedTokens: c.UsageCounted, UsageMismatches: c.UsageMismatches,
+	}
 }
 
 // counts checks c, read from elsewhere, and returns it as Counts.
@@ -122,13 +135,24 @@ func (c *SnapshotCounts) counts() (Counts, error) {
 	if c.SLOMet > c.SLORequests {
 		return Counts{}, fmt.Errorf("slo_met %d over slo_requests %d", c.SLOMet, c.SLORequests)
 	}
+	if c.UsageVerified < 0 || c.UsageReportedTokens < 0 || c.UsageCountedTokens < 0 || c.UsageMismatches < 0 {
+		return Counts{}, fmt.Errorf("negative usage check count")
+	}
+	if c.UsageMismatches > c.UsageVerified {
+		return Counts{}, fmt.Errorf("usage_mismatches %d over usage_verified %d", c.UsageMismatches, c.UsageVerified)
+	}
 	if !(c.CostUSD >= 0 && c.CostUSD <= maxValue) {
 		return Counts{}, fmt.Errorf("cost_usd %v: want 0 to %g", c.CostUSD, float64(maxValue))
 	}
 	if c.Buffered > c.Requests {
 		return Counts{}, fmt.Errorf("buffered %d over requests %d", c.Buffered, c.Requests)
 	}
-	return Counts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens, c.Buffered}, nil
+	return Counts{
+		Requests: c.Requests, Errors: c.Errors, Aborts: c.Aborts, Estimated: c.Estimated, CostUSD: c.CostUSD,
+		SLORequests: c.SLORequests, SLOMet: c.SLOMet, GoodputTokens: c.GoodputTokens,
+		Buffered:      c.Buffered,
+		UsageVerified: c.UsageVerified, UsageReported: c.UsageReportedTokens, UsageCounted: c.UsageCountedTokens, UsageMismatches: c.UsageMismatches,
+	}, nil
 }
 
 // encodeSketches encodes each metric's sketch by the metric's name.

@@ -114,6 +114,28 @@ var statsColumns = []statsColumn{
 		},
 		format: formatUSD,
 	}),
+	{
+		name: "USAGE_RATIO",
+		num: func(r *ReportRow) (float64, bool) {
+			if r.UsageCheck == nil {
+				return 0, false
+			}
+			return r.UsageCheck.Ratio, true
+		},
+		format:  func(v float64) string { return fmt.Sprintf("%.3f", v) },
+		shownIf: func(r *ReportRow) bool { return r.UsageCheck != nil },
+	},
+	{
+		name: "USAGE_MISMATCH",
+		num: func(r *ReportRow) (float64, bool) {
+			if r.UsageCheck == nil {
+				return 0, false
+			}
+			return float64(r.UsageCheck.Mismatches), true
+		},
+		format:  func(v float64) string { return fmt.Sprintf("%d", int64(v)) },
+		shownIf: func(r *ReportRow) bool { return r.UsageCheck != nil },
+	},
 	sloColumn(statsColumn{
 		name: "SLO%",
 		num: func(r *ReportRow) (float64, bool) {

@@ -46,10 +46,20 @@ type statsRow struct {
 	Buffered       int64                  `json:"buffered"`
 	CostUSD        float64                `json:"cost_usd"`
 	SLO            *statsSLO              `json:"slo,omitempty"`
+	UsageCheck     *statsUsageCheck       `json:"usage_check,omitempty"`
 	Health         *statsHealth           `json:"health,omitempty"`
 	Metrics        map[string]statsMetric `json:"metrics"`
 	Series         []statsPoint           `json:"series,omitempty"`
 	ByInflight     []statsInflight        `json:"by_inflight,omitempty"`
+}
+
+// statsUsageCheck is a row's verify_usage counts.
+type statsUsageCheck struct {
+	Verified       int64   `json:"verified"`
+	Mismatches     int64   `json:"mismatches"`
+	ReportedTokens int64   `json:"reported_tokens"`
+	CountedTokens  int64   `json:"counted_tokens"`
+	Ratio          float64 `json:"ratio"`
 }
 
 // statsInflight is one in-flight bucket of a row; InflightMax is absent

@@ -237,6 +237,9 @@ func TestPage(t *testing.T) {
 				{"_other", "health", "–"},
 				{"claude-haiku-4-5", "slo_goodput", "96.1 tok/s"},
 				{"gpt-4o", "slo_attainment", "–"},
+				{"gpt-4o", "usage_ratio", "1.021"},
+				{"gpt-4o", "usage_mismatches", "1"},
+				{"claude-haiku-4-5", "usage_ratio", "–"},
 			}
 			for _, c := range cases {
 				i := slices.IndexFunc(got, func(r renderedRow) bool { return r.Model == c.model })
@@ -307,6 +310,23 @@ func TestPage(t *testing.T) {
 			}
 			api.serve(fixture)
 			b.waitFor(t, "the SLO columns to come back", `!document.getElementById('comparison').classList.contains('no-slo')`, 10*time.Second)
+		}},
+		{"shows the usage check columns only when some row was verified", func(t *testing.T) {
+			shown := `[...document.querySelectorAll('th[data-col^="usage_"], th[data-group="usage"], td[data-col^="usage_"]')].filter(e => getComputedStyle(e).display !== 'none').length`
+			if n := eval[int](t, b, shown); n != 3+2*len(fixture.Rows) {
+				t.Errorf("%d usage check headings and cells shown, want %d", n, 3+2*len(fixture.Rows))
+			}
+			unverified := fixture.clone()
+			for i := range unverified.Rows {
+				unverified.Rows[i].UsageCheck = nil
+			}
+			api.serve(unverified)
+			b.waitFor(t, "the usage check columns to go", `document.getElementById('comparison').classList.contains('no-usage')`, 10*time.Second)
+			if n := eval[int](t, b, shown); n != 0 {
+				t.Errorf("%d usage check headings and cells shown without a verified request", n)
+			}
+			api.serve(fixture)
+			b.waitFor(t, "the usage check columns to come back", `!document.getElementById('comparison').classList.contains('no-usage')`, 10*time.Second)
 		}},
 		{"shows the cost columns only when some row has a price", func(t *testing.T) {
 			shown := `[...document.querySelectorAll('th[data-col^="cost_"], th[data-group="cost"]')].filter(th => getComputedStyle(th).display !== 'none').length`

@@ -49,6 +49,7 @@
 		tok: 'Tokens p50',
 		cost: 'Cost (USD)',
 		slo: 'SLO',
+		usage: 'Usage check',
 	};
 
 	// COLUMNS drives the table header, the cells, sorting and the data-col
@@ -81,6 +82,8 @@
 		{ key: 'cost_usd', group: 'cost', label: 'total', get: totalCost, fmt: fmtUSD, title: 'What the requests with a price cost in the window' },
 		{ key: 'slo_attainment', group: 'slo', label: 'met', get: (r) => (r.slo ? finite(r.slo.attainment) : null), fmt: fmtPercent, title: 'Share of the requests judged that met the objective configured for the model' },
 		{ key: 'slo_goodput', group: 'slo', label: 'goodput', get: (r) => (r.slo ? finite(r.slo.token_goodput) : null), fmt: fmtRate, title: 'Token goodput: output tokens per second of the window from the requests that met the objective' },
+		{ key: 'usage_ratio', group: 'usage', label: 'ratio', get: (r) => (r.usage_check ? finite(r.usage_check.ratio) : null), fmt: (v) => fixed(v, 3), title: 'verify_usage: the output tokens the provider reported over those its text holds, summed over the requests verified; 1 when it counts what it sent' },
+		{ key: 'usage_mismatches', group: 'usage', label: 'mismatches', get: (r) => (r.usage_check ? finite(r.usage_check.mismatches) : null), fmt: fmtCount, title: 'verify_usage: requests whose reported output differed from the count of their text beyond the tolerance' },
 	];
 	// healthText is a row's health state as shown: ok, slow, or '' while
 	// the row has too few requests to judge.
@@ -335,6 +338,7 @@
 		const hasCost = rows.some((r) => totalCost(r) !== null);
 		el.table.classList.toggle('no-cost', !hasCost);
 		el.table.classList.toggle('no-slo', !rows.some((r) => r.slo));
+		el.table.classList.toggle('no-usage', !rows.some((r) => r.usage_check));
 
 		const trs = rows.map((r) => {
 			const tr = document.createElement('tr');
