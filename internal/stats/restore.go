@@ -611,3 +611,24 @@ func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v uint
 	}
 	return nil
 }
+
+// Empty reports whether the store holds nothing: no row, and no slice in
+// the overflow row.
+func (s *Store) Empty() bool {
+	s.mu.RLock()
+	n := s.nrows
+	s.mu.RUnlock()
+	if n > 0 {
+		return false
+	}
+	s.overflow.mu.Lock()
+	defer s.overflow.mu.Unlock()
+	for w := range s.overflow.rings {
+		for i := range s.overflow.rings[w] {
+			if s.overflow.rings[w][i].epoch != noEpoch {
+				return false
+			}
+		}
+	}
+	return true
+}
