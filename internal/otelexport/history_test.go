@@ -12,6 +12,16 @@ import (
 // counted.
 func TestHistoryMetrics(t *testing.T) {
 	_, reader := newTestInstruments(t)
+	// The counts are the process's: other tests' collections must not
+	// see these.
+	t.Cleanup(func() {
+		for i := range restoreCounts {
+			restoreCounts[i].Store(0)
+		}
+		for i := range saveCounts {
+			saveCounts[i].Store(0)
+		}
+	})
 	read := func() map[string]map[string]int64 {
 		var rm metricdata.ResourceMetrics
 		if err := reader.Collect(context.Background(), &rm); err != nil {

@@ -401,3 +401,32 @@ func TestHistoryEmpty(t *testing.T) {
 		t.Errorf("history does not start with the magic")
 	}
 }
+
+// BenchmarkHistory times writing and restoring the populated store (four
+// rows over two hours), as a save every interval and a start do.
+func BenchmarkHistory(b *testing.B) {
+	s := populated(b)
+	now := at(historyEnd)
+	hist, err := s.MarshalHistory(now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(hist)))
+		for b.Loop() {
+			if _, err := s.MarshalHistory(now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("restore", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(hist)))
+		for b.Loop() {
+			if _, err := newTestStore(3).RestoreHistory(hist, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
