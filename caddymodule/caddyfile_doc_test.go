@@ -174,6 +174,18 @@ func TestCaddyfileReference(t *testing.T) {
 			// The syntax block is a whole Caddyfile already.
 			wrap: func(block string) string { return block },
 		},
+		{
+			name: "tokentap_history",
+			blocks: map[string][]codeNames{
+				"": {{"history.go", "UnmarshalCaddyfile", "opt"}},
+			},
+			defaults: map[string]any{
+				"interval": DefaultHistoryInterval,
+			},
+			module: new(HistoryApp),
+			app:    true,
+			wrap:   func(block string) string { return block },
+		},
 	}
 
 	sections := docSections(doc, "## ")

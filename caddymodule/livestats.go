@@ -17,7 +17,8 @@ import (
 // liveStats is the process's live stats. It is process-wide, like the
 // TracerProvider, and outlives config reloads: a reload must not empty the
 // comparison, and the admin API that serves it (adminapi.go) is rebuilt on
-// every config load too.
+// every config load too. The tokentap_history app (history.go) carries it
+// across restarts.
 var liveStats = stats.NewStore(stats.Options{OnHealth: healthChanged})
 
 // liveStreams is the process's requests in flight, process-wide for the

@@ -181,6 +181,7 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool, gaps *gapHistog
 	collect(err)
 	collect(newHealthInstruments(m, ins))
 	collect(newActiveInstruments(m))
+	collect(newHistoryInstruments(m))
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("creating the metric instruments: %v", errs)
 	}

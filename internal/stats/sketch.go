@@ -95,6 +95,11 @@ func encodeSketch(s *ddsketch.DDSketch) (string, error) {
 	return base64.StdEncoding.EncodeToString(b), nil
 }
 
+// sketchProto appends the sketch in sketches-go's protobuf form to b.
+func sketchProto(b []byte, s *ddsketch.DDSketch) ([]byte, error) {
+	return proto.MarshalOptions{}.MarshalAppend(b, s.ToProto())
+}
+
 // decodeSketch reads a sketch written by encodeSketch, here or in another
 // instance, and checks that it can merge with this package's sketches and
 // holds only what valid values produce, so that a hostile or corrupt
@@ -123,6 +128,12 @@ func decodeSketchOf(s string, kind *sketchKind) (*ddsketch.DDSketch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not base64: %v", err)
 	}
+	return decodeSketchProto(b, kind, kind.view)
+}
+
+// decodeSketchProto reads a sketch in sketches-go's protobuf form, with
+// the checks decodeSketch describes, into a sketch that into makes.
+func decodeSketchProto(b []byte, kind *sketchKind, into func() *ddsketch.DDSketch) (*ddsketch.DDSketch, error) {
 	var pb sketchpb.DDSketch
 	if err := proto.Unmarshal(b, &pb); err != nil {
 		return nil, fmt.Errorf("not a DDSketch protobuf: %v", err)
@@ -143,7 +154,7 @@ func decodeSketchOf(s string, kind *sketchKind) (*ddsketch.DDSketch, error) {
 	if err := checkStore(pb.PositiveValues, false, kind); err != nil {
 		return nil, err
 	}
-	sk := kind.view()
+	sk := into()
 	if pb.PositiveValues != nil {
 		store.MergeWithProto(sk.GetPositiveValueStore(), pb.PositiveValues)
 	}
