@@ -46,6 +46,11 @@ func populated(t testing.TB) *Store {
 			smp.Inflight = int64(1 + (n+i)%70)
 			smp.Error, smp.Abort, smp.Estimated = n%11 == 0, n%13 == 0, n%5 == 0
 			smp.SLOJudged, smp.SLOMet = n%2 == 0, n%4 == 0
+			smp.Buffered = n%7 == 0
+			if n%3 == 0 {
+				smp.UsageVerified, smp.UsageMismatch = true, n%9 == 0
+				smp.UsageReported, smp.UsageCounted = int64(100+n%17), int64(100+n%13)
+			}
 			smp.Drift = &cfg
 			record(s, k, smp, d)
 			n++
@@ -98,8 +103,13 @@ func views(t testing.TB, s *Store, now time.Time) map[string]string {
 func compareViews(t *testing.T, got, want map[string]string) {
 	t.Helper()
 	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("%s differs:\n got %.600s\nwant %.600s", k, got[k], w)
+		if g := got[k]; g != w {
+			i := 0
+			for i < len(g) && i < len(w) && g[i] == w[i] {
+				i++
+			}
+			from := max(0, i-200)
+			t.Errorf("%s differs at byte %d:\n got …%.600s\nwant …%.600s", k, i, g[from:], w[from:])
 		}
 	}
 }
@@ -361,6 +371,32 @@ func TestHistoryMaxSize(t *testing.T) {
 			}
 		}
 	}
+	// Every cell of the strata windows' halves, every bin of its sketches.
+	for i := range rows + 1 {
+		k := Key{Provider: long, Model: long[:MaxKeyString-1] + string(rune('a'+i))}
+		for l := range MaxLabels {
+			k.Labels = append(k.Labels, Label{long[:MaxKeyString-2] + string(rune('a'+l)), long})
+		}
+		for w := range numWindows {
+			if !Window(w).HasStrata() {
+				continue
+			}
+			for h := range inflightHalves {
+				end := now.Add(-time.Duration(int64(h) * inflightHalf(Window(w))))
+				for c := range numCells {
+					lo, _ := InputRange(c % numInputBuckets)
+					for bin := range strataBins {
+						v := strataMapping.LowerBound(strataMapping.Index(1) + bin)
+						smp := full(v * 1.0001)
+						smp.Set(InputTokens, float64(lo))
+						smp.Inflight = int64(1) << (c / numInputBuckets)
+						smp.Drift = &cfg
+						s.Record(&k, &smp, end)
+					}
+				}
+			}
+		}
+	}
 	b, err := s.MarshalHistory(now)
 	if err != nil {
 		t.Fatal(err)
@@ -381,7 +417,7 @@ func TestHistoryMaxSize(t *testing.T) {
 // TestHistoryDocumentedBound keeps docs/live-stats.md's figure for the
 // default cap.
 func TestHistoryDocumentedBound(t *testing.T) {
-	const documented = 242 << 20 // "at most 242 MiB" in docs/live-stats.md
+	const documented = 368 << 20 // "at most 368 MiB" in docs/live-stats.md
 	if got := MaxHistorySize(0); got > documented {
 		t.Errorf("MaxHistorySize(default) = %d, over the documented %d", got, documented)
 	}

@@ -81,7 +81,41 @@ const (
 	fieldCountsSLORequests   = 6
 	fieldCountsSLOMet        = 7
 	fieldCountsGoodputTokens = 8
+	fieldCountsBuffered      = 9
+	fieldCountsUsageVerified = 10
+	fieldCountsUsageReported = 11
+	fieldCountsUsageCounted  = 12
+	fieldCountsUsageMismatch = 13
 )
+
+// A row's strata halves (strata.go) are written as in-flight halves are,
+// under their own row field, each cell a bucket whose index is the cell.
+const fieldRowStrata = 9 // strata half message, repeated
+
+// countFields are Counts' integer fields with their numbers, the one list
+// both writing and reading go by: a new count is one line here.
+func countFields(c *Counts) [12]struct {
+	num protowire.Number
+	p   *int64
+} {
+	return [...]struct {
+		num protowire.Number
+		p   *int64
+	}{
+		{fieldCountsRequests, &c.Requests},
+		{fieldCountsErrors, &c.Errors},
+		{fieldCountsAborts, &c.Aborts},
+		{fieldCountsEstimated, &c.Estimated},
+		{fieldCountsSLORequests, &c.SLORequests},
+		{fieldCountsSLOMet, &c.SLOMet},
+		{fieldCountsGoodputTokens, &c.GoodputTokens},
+		{fieldCountsBuffered, &c.Buffered},
+		{fieldCountsUsageVerified, &c.UsageVerified},
+		{fieldCountsUsageReported, &c.UsageReported},
+		{fieldCountsUsageCounted, &c.UsageCounted},
+		{fieldCountsUsageMismatch, &c.UsageMismatches},
+	}
+}
 
 // MarshalHistory writes the store's history at now: every row with a
 // slice still live at now. Each row is locked while it is written, so a
@@ -165,6 +199,20 @@ func (r *row) appendHistory(b []byte, s *Store, now int64) ([]byte, error) {
 				return nil, err
 			}
 		}
+		if sw := strataWindow[w]; sw >= 0 && r.strata != nil {
+			for i := range r.strata.halves[sw] {
+				sl := &r.strata.halves[sw][i]
+				if sl.epoch == noEpoch || sl.epoch > cur || sl.epoch <= cur-inflightHalves {
+					continue
+				}
+				b = protowire.AppendTag(b, fieldRowStrata, protowire.BytesType)
+				if b, err = appendMessage(b, func(m []byte) ([]byte, error) {
+					return sl.appendHistory(m, Window(w), s.absolute(sl.epoch*half))
+				}); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	if !live {
 		return b[:start], nil
@@ -223,23 +271,40 @@ func (sl *inflightSlice) appendHistory(b []byte, w Window, start time.Time) ([]b
 	return b, nil
 }
 
+// appendHistory appends the strata half's message: its window, its start
+// and, per cell with a request, the count and sketches, each cell a
+// bucket whose index is the cell.
+func (sl *strataSlice) appendHistory(b []byte, w Window, start time.Time) ([]byte, error) {
+	b = appendVarint(b, fieldSliceWindow, uint64(w))
+	b = appendVarint(b, fieldSliceStart, protowire.EncodeZigZag(start.UnixNano()))
+	var err error
+	for c := range sl.requests {
+		if sl.requests[c] == 0 {
+			continue
+		}
+		b = protowire.AppendTag(b, fieldSliceBucket, protowire.BytesType)
+		if b, err = appendMessage(b, func(m []byte) ([]byte, error) {
+			m = appendVarint(m, fieldBucketIndex, uint64(c))
+			m = appendVarint(m, fieldBucketRequests, uint64(sl.requests[c]))
+			for i, sk := range sl.sketches[c] {
+				if m, err = appendSketch(m, fieldBucketSketch, inflightMetrics[i], sk); err != nil {
+					return nil, err
+				}
+			}
+			return m, nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
 // appendHistory appends the counts' message: one field per count, zeros
 // left out.
 func (c *Counts) appendHistory(b []byte) []byte {
-	for _, f := range [...]struct {
-		num protowire.Number
-		v   int64
-	}{
-		{fieldCountsRequests, c.Requests},
-		{fieldCountsErrors, c.Errors},
-		{fieldCountsAborts, c.Aborts},
-		{fieldCountsEstimated, c.Estimated},
-		{fieldCountsSLORequests, c.SLORequests},
-		{fieldCountsSLOMet, c.SLOMet},
-		{fieldCountsGoodputTokens, c.GoodputTokens},
-	} {
-		if f.v != 0 {
-			b = appendVarint(b, f.num, uint64(f.v))
+	for _, f := range countFields(c) {
+		if *f.p != 0 {
+			b = appendVarint(b, f.num, uint64(*f.p))
 		}
 	}
 	if c.CostUSD != 0 {
@@ -312,12 +377,14 @@ var (
 	// store and the zero count.
 	maxSketchProto = func(bins int) int { return (2 + 9 + 9 + 11) + (1 + 5 + 1 + 5 + 8*bins + 11) + 2 + 9 }
 	maxSketchMsg   = func(bins int) int { return 1 + 5 + 2 + maxMetricName + 1 + 5 + maxSketchProto(bins) }
-	maxCountsMsg   = 7*11 + 9
+	maxCountsMsg   = len(countFields(new(Counts)))*11 + 9
 	maxSliceMsg    = 1 + 5 + 11 + 11 + 1 + 5 + maxCountsMsg + NumMetrics*maxSketchMsg(MaxBins)
 	maxInflightMsg = 1 + 5 + 11 + 11 + numInflightBuckets*(1+5+11+11+numInflightMetrics*maxSketchMsg(inflightBins))
+	maxStrataMsg   = 1 + 5 + 11 + 11 + numCells*(1+5+11+11+numInflightMetrics*maxSketchMsg(strataBins))
 	maxKeyMsg      = 2*(1+5+MaxKeyString) + MaxLabels*(1+5+2*(1+5+MaxKeyString))
 	maxRowMsg      = 1 + 5 + maxKeyMsg + 11 + 11 + totalSlices*maxSliceMsg +
-		numWindows*inflightHalves*maxInflightMsg + 1 + 5 + drift.MaxEncodedSize
+		numWindows*inflightHalves*maxInflightMsg + numStrataWindows*inflightHalves*maxStrataMsg +
+		1 + 5 + drift.MaxEncodedSize
 )
 
 // MaxHistorySize is the longest history a store of maxRows rows (0: the

@@ -229,6 +229,35 @@ func (r *row) merge(o *row) {
 			}
 		}
 	}
+	r.mergeStrataHalves(o)
+}
+
+// mergeStrataHalves adds o's strata halves to r's, as merge does slices.
+// The caller holds r.mu.
+func (r *row) mergeStrataHalves(o *row) {
+	if o.strata == nil {
+		return
+	}
+	if r.strata == nil {
+		r.strata = newRowStrata()
+	}
+	for w := range r.strata.halves {
+		for i := range r.strata.halves[w] {
+			src, dst := &o.strata.halves[w][i], &r.strata.halves[w][i]
+			if src.epoch == noEpoch || dst.epoch > src.epoch {
+				continue
+			}
+			if dst.epoch < src.epoch {
+				dst.reset(src.epoch)
+			}
+			for c := range src.requests {
+				dst.requests[c] += src.requests[c]
+				for j, m := range inflightMetrics {
+					dst.sketches[c][j] = mergeBounded(dst.sketches[c][j], src.sketches[c][j], func() *ddsketch.DDSketch { return newStrataSketch(m) })
+				}
+			}
+		}
+	}
 }
 
 // mergeBounded merges from into into, making into with make when it is
@@ -250,7 +279,7 @@ func (s *Store) readRow(b []byte, now time.Time) (*row, error) {
 	var k Key
 	var overflow bool
 	var last int64
-	var slices, halves [][]byte
+	var slices, halves, strata [][]byte
 	var health []byte
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
@@ -281,6 +310,11 @@ func (s *Store) readRow(b []byte, now time.Time) (*row, error) {
 				return fmt.Errorf("more than %d in-flight halves", numWindows*inflightHalves)
 			}
 			halves = append(halves, raw)
+		case typ == protowire.BytesType && num == fieldRowStrata:
+			if len(strata) == numStrataWindows*inflightHalves {
+				return fmt.Errorf("more than %d strata halves", numStrataWindows*inflightHalves)
+			}
+			strata = append(strata, raw)
 		case typ == protowire.BytesType && num == fieldRowHealth:
 			health = raw
 		}
@@ -317,6 +351,11 @@ func (s *Store) readRow(b []byte, now time.Time) (*row, error) {
 	for i, m := range halves {
 		if err := r.readInflight(m, s, t); err != nil {
 			return nil, fmt.Errorf("%s/%s, in-flight half %d: %v", k.Provider, k.Model, i, err)
+		}
+	}
+	for i, m := range strata {
+		if err := r.readStrata(m, s, t); err != nil {
+			return nil, fmt.Errorf("%s/%s, strata half %d: %v", k.Provider, k.Model, i, err)
 		}
 	}
 	return r, nil
@@ -543,26 +582,12 @@ func (c *Counts) readHistory(b []byte) error {
 		if typ != protowire.VarintType {
 			return nil
 		}
-		var p *int64
-		switch num {
-		case fieldCountsRequests:
-			p = &r.Requests
-		case fieldCountsErrors:
-			p = &r.Errors
-		case fieldCountsAborts:
-			p = &r.Aborts
-		case fieldCountsEstimated:
-			p = &r.Estimated
-		case fieldCountsSLORequests:
-			p = &r.SLORequests
-		case fieldCountsSLOMet:
-			p = &r.SLOMet
-		case fieldCountsGoodputTokens:
-			p = &r.GoodputTokens
-		default:
-			return nil
+		for _, f := range countFields(&r) {
+			if f.num == num {
+				*f.p = int64(v)
+				break
+			}
 		}
-		*p = int64(v)
 		return nil
 	})
 	if err != nil {
@@ -631,4 +656,84 @@ func (s *Store) Empty() bool {
 		}
 	}
 	return true
+}
+
+// readStrata reads a strata half's message into its place in r's strata,
+// if it is live at now; a window that keeps no strata is refused.
+func (r *row) readStrata(b []byte, s *Store, now int64) error {
+	cells := map[int][]byte{}
+	w, e, live, err := slicePlace(b, s, inflightHalf,
+		func(Window) int { return inflightHalves }, now,
+		func(num protowire.Number, typ protowire.Type, _ uint64, raw []byte) error {
+			if typ != protowire.BytesType || num != fieldSliceBucket {
+				return nil
+			}
+			c := uint64(numCells)
+			if err := eachField(raw, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
+				if num == fieldBucketIndex && typ == protowire.VarintType {
+					c = v
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if c >= numCells {
+				return fmt.Errorf("cell %d", c)
+			}
+			if cells[int(c)] != nil {
+				return fmt.Errorf("cell %d given twice", c)
+			}
+			cells[int(c)] = raw
+			return nil
+		})
+	if err != nil || !live {
+		return err
+	}
+	sw := strataWindow[w]
+	if sw < 0 {
+		return fmt.Errorf("window %s keeps no strata", w)
+	}
+	if r.strata == nil {
+		r.strata = newRowStrata()
+	}
+	sl := &r.strata.halves[sw][mod(e, inflightHalves)]
+	if sl.epoch != noEpoch {
+		return fmt.Errorf("window %s: two strata halves at %d", w, e)
+	}
+	sl.epoch = e
+	for c, raw := range cells {
+		var sketches [numInflightMetrics][]byte
+		err := eachField(raw, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+			switch {
+			case typ == protowire.VarintType && num == fieldBucketRequests:
+				if v > math.MaxInt64 {
+					return errors.New("negative count")
+				}
+				sl.requests[c] = int64(v)
+			case typ == protowire.BytesType && num == fieldBucketSketch:
+				return readSketchMsg(raw, sketches[:], func(m Metric) (int, bool) {
+					for i, im := range inflightMetrics {
+						if im == m {
+							return i, true
+						}
+					}
+					return 0, false
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("cell %d: %v", c, err)
+		}
+		for i, raw := range sketches {
+			if raw == nil {
+				continue
+			}
+			m := inflightMetrics[i]
+			if sl.sketches[c][i], err = decodeSketchProto(raw, &strataSketches, func() *ddsketch.DDSketch { return newStrataSketch(m) }); err != nil {
+				return fmt.Errorf("cell %d, %s: %v", c, m, err)
+			}
+		}
+	}
+	return nil
 }
