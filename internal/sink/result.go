@@ -16,6 +16,7 @@ import (
 
 	"github.com/tokentap/tokentap/internal/capture"
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/ratelimit"
 	"github.com/tokentap/tokentap/internal/slo"
 )
 
@@ -75,6 +76,12 @@ type Result struct {
 	// Content is the captured prompt and completion, when content capture
 	// is on for this exchange and its span is recorded; zero otherwise.
 	Content Content
+	// RateLimit is what the response's headers said of the caller's rate
+	// limits and, on a throttled answer, how long to wait (package
+	// ratelimit); zero when they said nothing. It is on the Result rather
+	// than the Measurement because it is read from headers, not from the
+	// body the dialects decode.
+	RateLimit ratelimit.Headers
 }
 
 // Label is one user-defined dimension, resolved for one request.

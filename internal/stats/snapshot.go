@@ -43,6 +43,9 @@ type SnapshotRow struct {
 
 	// Health is as in the Report.
 	Health *HealthReport `json:"health,omitempty"`
+	// RateLimit is as in the Report; absent in snapshots from a tokentap
+	// that did not read it.
+	RateLimit *RateLimitReport `json:"rate_limit,omitempty"`
 
 	// ByInflight is the row's in-flight view: per bucket with a request,
 	// its lowest level, requests and sketches (of InflightAccuracy).
@@ -77,6 +80,9 @@ type SnapshotCounts struct {
 	Errors    int64 `json:"errors"`
 	Aborts    int64 `json:"aborts"`
 	Estimated int64 `json:"estimated"`
+	// Throttled is as in the Report; absent (0) in snapshots from a
+	// tokentap that did not count it.
+	Throttled int64 `json:"throttled"`
 	// CostUSD is as in the Report; absent (0) in snapshots from a
 	// tokentap without costs.
 	CostUSD float64 `json:"cost_usd"`
@@ -89,12 +95,12 @@ type SnapshotCounts struct {
 }
 
 func snapshotCounts(c *Counts) SnapshotCounts {
-	return SnapshotCounts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens}
+	return SnapshotCounts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.Throttled, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens}
 }
 
 // counts checks c, read from elsewhere, and returns it as Counts.
 func (c *SnapshotCounts) counts() (Counts, error) {
-	if c.Requests < 0 || c.Errors < 0 || c.Aborts < 0 || c.Estimated < 0 ||
+	if c.Requests < 0 || c.Errors < 0 || c.Aborts < 0 || c.Estimated < 0 || c.Throttled < 0 ||
 		c.SLORequests < 0 || c.SLOMet < 0 || c.GoodputTokens < 0 {
 		return Counts{}, fmt.Errorf("negative count")
 	}
@@ -104,7 +110,8 @@ func (c *SnapshotCounts) counts() (Counts, error) {
 	if !(c.CostUSD >= 0 && c.CostUSD <= maxValue) {
 		return Counts{}, fmt.Errorf("cost_usd %v: want 0 to %g", c.CostUSD, float64(maxValue))
 	}
-	return Counts{c.Requests, c.Errors, c.Aborts, c.Estimated, c.CostUSD, c.SLORequests, c.SLOMet, c.GoodputTokens}, nil
+	return Counts{Requests: c.Requests, Errors: c.Errors, Aborts: c.Aborts, Throttled: c.Throttled, Estimated: c.Estimated,
+		CostUSD: c.CostUSD, SLORequests: c.SLORequests, SLOMet: c.SLOMet, GoodputTokens: c.GoodputTokens}, nil
 }
 
 // encodeSketches encodes each metric's sketch by the metric's name.
@@ -154,6 +161,7 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 		if r.HasHealth {
 			sr.Health = healthReport(&r.Health)
 		}
+		sr.RateLimit = rateLimitReport(&r.Headroom)
 		var err error
 		if sr.Sketches, err = encodeSketches(&r.sketches); err != nil {
 			return nil, fmt.Errorf("%s/%s: %v", r.Key.Provider, r.Key.Model, err)
@@ -243,6 +251,11 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 				return nil, fmt.Errorf("row %d (%s/%s): %v", i, sr.Provider, sr.Model, err)
 			}
 			r.HasHealth = true
+		}
+		if sr.RateLimit != nil {
+			if r.Headroom, err = sr.RateLimit.headroom(); err != nil {
+				return nil, fmt.Errorf("row %d (%s/%s), rate_limit: %v", i, sr.Provider, sr.Model, err)
+			}
 		}
 		if err := readInflight(sr.ByInflight, r); err != nil {
 			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)
