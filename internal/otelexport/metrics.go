@@ -154,6 +154,7 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool, gaps *gapHistog
 		metric.WithDescription("Exchanges whose measurement a fault cost something (an unreadable event or body, a body over its cap, a model family or usage entry not known), by tokentap.degraded.reason; the traffic itself was passed on untouched."))
 	collect(err)
 	collect(newHealthInstruments(m, ins))
+	collect(newRateLimitInstruments(m))
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("creating the metric instruments: %v", errs)
 	}
@@ -234,6 +235,7 @@ func (ins *Instruments) Record(r *sink.Result) {
 		// cached with the exchange's set.
 		ins.degraded.Add(ctx, 1, opts.add[0], metric.WithAttributes(attrDegradedReason.String(m.DegradedReason)))
 	}
+	recordRateLimit(r)
 	switch r.SLO {
 	case slo.Met:
 		ins.sloRequests.Add(ctx, 1, opts.sloMet[:]...)
