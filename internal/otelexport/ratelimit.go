@@ -17,7 +17,7 @@ import (
 	"github.com/tokentap/tokentap/internal/sink"
 )
 
-// The rate limit gauges (Prometheus: tokentap_ratelimit_remaining_share,
+// The rate limit gauges (Prometheus: tokentap_ratelimit_remaining_share_ratio,
 // tokentap_ratelimit_reset_seconds), by tokentap.ratelimit.kind: the
 // latest remaining share of each limit the provider reports, and how long
 // until it is whole again, per provider, upstream, model and labels, so
