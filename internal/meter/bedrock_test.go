@@ -48,7 +48,7 @@ func TestBedrockStreams(t *testing.T) {
 			name: "converse: throttlingException frame after 200 is the error type", path: bedrockConversePath, fixture: "converse_throttled.bin",
 			firstToken: 1, firstVisible: 1, lastToken: 1,
 			usage:   Usage{-1, 1, -1, -1, -1, UsageEstimated},
-			outcome: OutcomeUpstreamError, errorType: "throttlingException", chunks: 3,
+			outcome: OutcomeThrottled, errorType: "throttlingException", chunks: 3,
 		},
 		{
 			name: "converse: unmodelled error frame gives its error code", path: bedrockConversePath, fixture: "converse_internal_failure.bin",

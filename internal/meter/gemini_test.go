@@ -202,7 +202,7 @@ func TestGeminiStreams(t *testing.T) {
 			name: "bare error object instead of an array", fixture: "array_bare_error.json",
 			firstToken: -1, firstVisible: -1, lastToken: -1,
 			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
-			outcome: OutcomeUpstreamError, errorType: "RESOURCE_EXHAUSTED", chunks: 1,
+			outcome: OutcomeThrottled, errorType: "RESOURCE_EXHAUSTED", chunks: 1,
 		},
 		{
 			name: "array cut inside an element is truncated", fixture: "array_truncated.json",

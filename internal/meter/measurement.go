@@ -363,9 +363,17 @@ func throttlingStatus(status int) bool { return status == 429 || status == 529 }
 // error inside a response that began with 200, says the request was
 // throttled: Anthropic's rate_limit_error and overloaded_error (source:
 // https://docs.anthropic.com/en/api/errors, whose streams may carry them
-// as an error event) and OpenAI's rate_limit_exceeded, a Responses API
+// as an error event), OpenAI's rate_limit_exceeded, a Responses API
 // failure's error code (source:
-// https://platform.openai.com/docs/api-reference/responses/object).
+// https://platform.openai.com/docs/api-reference/responses/object),
+// Bedrock's throttlingException stream event (source:
+// https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html)
+// and Google's RESOURCE_EXHAUSTED, the status of its 429 (source:
+// https://ai.google.dev/gemini-api/docs/troubleshooting).
 func throttlingErrorType(t string) bool {
-	return t == "rate_limit_error" || t == "overloaded_error" || t == "rate_limit_exceeded"
+	switch t {
+	case "rate_limit_error", "overloaded_error", "rate_limit_exceeded", "throttlingException", "RESOURCE_EXHAUSTED":
+		return true
+	}
+	return false
 }
