@@ -3,6 +3,7 @@ package stats
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,5 +146,51 @@ func TestHeadroomSnapshot(t *testing.T) {
 				t.Errorf("err = %v, want ok %v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// TestWriteTableRateLimit: THROTTLED% is always shown; RL_REQ%, RL_TOK%
+// and RL_RESET appear when some row reported rate limits, "-" for a row
+// that did not, the reset being the tighter limit's.
+func TestWriteTableRateLimit(t *testing.T) {
+	s := newTestStore(0)
+	smp := only(OutputTokens, 300)
+	smp.RateLimit = &rateLimited
+	record(s, key("anthropic", "claude"), smp, time.Second)
+	throttled := only(OutputTokens, 300)
+	throttled.Throttled = true
+	record(s, key("anthropic", "claude"), throttled, time.Second)
+	record(s, key("openai", "gpt-b"), only(OutputTokens, 300), time.Second)
+	now := at(2 * time.Second)
+	o, _ := ParseTableSort("-rl_req%")
+	var b strings.Builder
+	if err := WriteTable(&b, s.Aggregate(Window1m, now).Report(now), o); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	col := map[string]int{}
+	for i, h := range strings.Fields(lines[0]) {
+		col[h] = i
+	}
+	// Requests 250 of 1000 reset in 30 s; tokens the tighter of input
+	// (75 % left) and output (25 % left, reset in 2 s); equal shares
+	// leave the requests' reset.
+	want := map[string][4]string{"claude": {"50.0%", "25%", "25%", "30.00s"}, "gpt-b": {"0.0%", "-", "-", "-"}}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		got := [4]string{f[col["THROTTLED%"]], f[col["RL_REQ%"]], f[col["RL_TOK%"]], f[col["RL_RESET"]]}
+		if got != want[f[col["MODEL"]]] {
+			t.Errorf("%s: THROTTLED%%, RL_REQ%%, RL_TOK%%, RL_RESET = %v, want %v\n%s", f[col["MODEL"]], got, want[f[col["MODEL"]]], b.String())
+		}
+	}
+
+	b.Reset()
+	s = newTestStore(0)
+	record(s, key("openai", "gpt-b"), only(OutputTokens, 300), time.Second)
+	if err := WriteTable(&b, s.Aggregate(Window1m, now).Report(now), o); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "RL_") || !strings.Contains(b.String(), "THROTTLED%") {
+		t.Errorf("want THROTTLED%% and no RL_ columns without a report:\n%s", b.String())
 	}
 }
