@@ -44,6 +44,14 @@ type Profile struct {
 	// it lower with max_tokens or max_completion_tokens. Zero inherits the
 	// handler's value, whose default is 64.
 	OutputTokens int `json:"output_tokens,omitempty"`
+
+	// The requests per minute the simulated provider allows the model, as
+	// a fixed one-minute window from its first request. Every response
+	// then carries the format's rate limit headers (ratelimit.go), and a
+	// request past the limit is answered 429 with retry-after, as a real
+	// provider throttles. Zero inherits the handler's value, whose default
+	// is none: no headers, no limit.
+	RateLimitRequests int `json:"rate_limit_requests,omitempty"`
 }
 
 // defaultProfile is what an empty top-level profile stands for.
@@ -68,6 +76,9 @@ func (p Profile) Overlay(o Profile) Profile {
 	if o.OutputTokens != 0 {
 		p.OutputTokens = o.OutputTokens
 	}
+	if o.RateLimitRequests != 0 {
+		p.RateLimitRequests = o.RateLimitRequests
+	}
 	return p
 }
 
@@ -85,6 +96,9 @@ func (p Profile) validate() error {
 	}
 	if p.OutputTokens < 0 || p.OutputTokens > MaxOutputTokens {
 		return fmt.Errorf("output_tokens must be between 1 and %d, got %d", MaxOutputTokens, p.OutputTokens)
+	}
+	if p.RateLimitRequests < 0 {
+		return fmt.Errorf("rate_limit_requests must not be negative, got %d", p.RateLimitRequests)
 	}
 	return nil
 }
