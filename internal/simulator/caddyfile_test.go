@@ -45,9 +45,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			}`,
 			want: Handler{
 				Profile: Profile{
-					TimeToFirstToken: caddy.Duration(150 * time.Millisecond),
-					TokensPerSecond:  80.5,
-					Jitter:           0.25,
+					TimeToFirstToken:  caddy.Duration(150 * time.Millisecond),
+					TokensPerSecond:   80.5,
+					Jitter:            0.25,
 					OutputTokens:      32,
 					RateLimitRequests: 60,
 				},
