@@ -204,3 +204,35 @@ func BenchmarkRecordRateLimit(b *testing.B) {
 		recordRateLimit(r)
 	}
 }
+
+// TestRateLimitConcurrent: requests of new and known series update the
+// table while the gauges are collected (run with -race).
+func TestRateLimitConcurrent(t *testing.T) {
+	ins, reader := newTestInstruments(t)
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 200 {
+				m := measuretest.Streamed()
+				m.ResponseModel = fmt.Sprintf("concurrent-%d", (g*7+i)%20)
+				ins.Record(&sink.Result{Ctx: context.Background(), M: m, End: time.Now(), Provider: "openai", RateLimit: openAILimits})
+			}
+		}()
+	}
+	for range 20 {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		<-done
+	}
+	share, _ := gaugePoints(t, func(rm *metricdata.ResourceMetrics) error { return reader.Collect(context.Background(), rm) })
+	for i := range 20 {
+		if v := share[fmt.Sprintf(" concurrent-%d requests", i)]; v != 59.0/60 {
+			t.Errorf("concurrent-%d requests share = %v, want %v", i, v, 59.0/60)
+		}
+	}
+}
