@@ -201,7 +201,10 @@ func recordRateLimit(r *sink.Result) {
 	if s == nil {
 		return
 	}
-	end := r.End
+	at := rl.At
+	if at.IsZero() {
+		at = r.End
+	}
 	for i := range rl.Limits {
 		l := &rl.Limits[i]
 		if !l.HasRemaining && !l.HasReset {
@@ -212,11 +215,11 @@ func recordRateLimit(r *sink.Result) {
 			share = v
 		}
 		s.share[i].Store(math.Float64bits(share))
-		var at int64
+		var resetAt int64
 		if l.HasReset {
-			at = end.Add(l.Reset).UnixNano()
+			resetAt = at.Add(l.Reset).UnixNano()
 		}
-		s.reset[i].Store(at)
+		s.reset[i].Store(resetAt)
 	}
 }
 

@@ -59,6 +59,9 @@ type Headers struct {
 	// the response, when HasRetryAfter.
 	RetryAfter    time.Duration
 	HasRetryAfter bool
+	// At is when the response's headers arrived, which the resets and
+	// the wait count from; zero when nothing was read.
+	At time.Time
 }
 
 // Known reports whether the response reported anything.
@@ -104,6 +107,9 @@ func Read(h http.Header, status int, now time.Time, into *Headers) {
 	}
 	if waits(status) {
 		into.RetryAfter, into.HasRetryAfter = retryAfter(h, now)
+	}
+	if into.Known() {
+		into.At = now
 	}
 }
 

@@ -13,8 +13,9 @@ import (
 // is the row's now, like its health, not the window's: the provider's
 // limits are the caller's, not a distribution of requests.
 type Headroom struct {
-	// At is when the response that reported it ended; zero when no
-	// response of the row reported anything.
+	// At is when the headers of the response that reported it arrived,
+	// which its resets count from; zero when no response of the row
+	// reported anything.
 	At time.Time
 	// Requests and Tokens are the request and token limits. Tokens is
 	// the provider's combined token limit, else the tighter of its input
@@ -46,7 +47,7 @@ func headroomLimit(l *ratelimit.Limit) HeadroomLimit {
 	return out
 }
 
-// note takes what a response that ended at end reported. A report with
+// note takes what a response reported, at rl.At, else end. A report with
 // limits replaces the row's (and its retry-after: the newer answer says
 // whether to wait); one with only a retry-after (a 529 says nothing of
 // limits) keeps the limits known and adds the wait. Called under the
@@ -74,12 +75,17 @@ func (h *Headroom) note(rl *ratelimit.Headers, end time.Time) {
 	if requests.known() || tok.known() {
 		h.Requests, h.Tokens = requests, tok
 	}
-	h.At, h.RetryAfter, h.HasRetryAfter = end, rl.RetryAfter, rl.HasRetryAfter
+	at := rl.At
+	if at.IsZero() {
+		at = end
+	}
+	h.At, h.RetryAfter, h.HasRetryAfter = at, rl.RetryAfter, rl.HasRetryAfter
 }
 
 // RateLimitReport is a row's Headroom in the JSON.
 type RateLimitReport struct {
-	// ObservedAt is when the response that reported it ended.
+	// ObservedAt is when the headers of the response that reported it
+	// arrived.
 	ObservedAt time.Time `json:"observed_at"`
 	// Requests and Tokens are the two limits, each absent when unknown.
 	Requests *RateLimitKind `json:"requests,omitempty"`
