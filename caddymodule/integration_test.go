@@ -414,7 +414,7 @@ func TestFaultsThroughCaddy(t *testing.T) {
 		errorType string
 		complete  bool
 	}{
-		{"429 with JSON body", map[string]string{simulator.HeaderStatus: "429"}, 429, "upstream_error", "429", true},
+		{"429 with JSON body", map[string]string{simulator.HeaderStatus: "429"}, 429, "throttled", "429", true},
 		{"503 without body", map[string]string{simulator.HeaderStatus: "503", simulator.HeaderStatusBody: "none"}, 503, "upstream_error", "503", true},
 		{"mid-stream error event", map[string]string{simulator.HeaderErrorAfter: "5"}, 200, "upstream_error", "server_error", true},
 		{"truncated stream", map[string]string{simulator.HeaderTruncateAfter: "5"}, 200, "truncated", "truncated", true},

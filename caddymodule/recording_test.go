@@ -133,7 +133,7 @@ func TestRecordThroughCaddy(t *testing.T) {
 		model, outcome string
 		status         int
 		output         int64
-	}{{"rec-a", "completed", 200, 12}, {"rec-b", "upstream_error", 429, -1}, {"rec-a", "completed", 200, 12}} {
+	}{{"rec-a", "completed", 200, 12}, {"rec-b", "throttled", 429, -1}, {"rec-a", "completed", 200, 12}} {
 		l := lines[i]
 		if l.Model != want.model || l.Outcome != want.outcome || l.Status != want.status || l.OutputTokens != want.output {
 			t.Errorf("line %d: model %s, outcome %s, status %d, output %d; want %+v", i, l.Model, l.Outcome, l.Status, l.OutputTokens, want)

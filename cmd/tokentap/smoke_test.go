@@ -199,7 +199,7 @@ func TestSmoke(t *testing.T) {
 			{"server.port", int64(8081)},
 			{"http.response.status_code", int64(429)},
 			{"error.type", "429"},
-			{"tokentap.outcome", "upstream_error"},
+			{"tokentap.outcome", "throttled"},
 		})
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tokentap/tokentap/internal/meter"
 	"github.com/tokentap/tokentap/internal/meter/usagecheck"
 	"github.com/tokentap/tokentap/internal/probe"
+	"github.com/tokentap/tokentap/internal/ratelimit"
 	"github.com/tokentap/tokentap/internal/sink"
 	"github.com/tokentap/tokentap/internal/slo"
 	"github.com/tokentap/tokentap/sse"
@@ -83,6 +84,10 @@ type exchange struct {
 	// were in flight when this one's response began.
 	inflightAhead int64
 	overhead      time.Duration
+
+	// rateLimit is what the response's headers said of the caller's rate
+	// limits (response), for the Result.
+	rateLimit ratelimit.Headers
 
 	// probe is set when the request carried this process's probe token;
 	// the header is gone by the time the request goes on.
@@ -279,6 +284,11 @@ func (x *exchange) response(status int, header http.Header) {
 		x.captureResponse()
 		// Bedrock reports a whole body's counts in its headers.
 		x.m.ResponseHeader(header)
+		// The provider's rate limits: a few map lookups, none of them a
+		// key's header.
+		if len(header) > 0 {
+			ratelimit.Read(header, status, t0, &x.rateLimit)
+		}
 		x.m.Response(status, ct, ce)
 		if x.injected && status == http.StatusOK && ce == "" && strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
 			max := int(x.cfg.MaxEventSize)

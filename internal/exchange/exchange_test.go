@@ -362,10 +362,15 @@ func TestJoinsTracingSpan(t *testing.T) {
 }
 
 // TestUpstreamErrorStatus: a 4xx/5xx with a JSON error body is an upstream
-// error named by its status, with no token counts.
+// error named by its status, with no token counts; a 429 or 529 is
+// throttled rather than an upstream error.
 func TestUpstreamErrorStatus(t *testing.T) {
-	for _, status := range []int{400, 429, 500, 503} {
-		t.Run(http.StatusText(status), func(t *testing.T) {
+	for _, status := range []int{400, 429, 500, 503, 529} {
+		want := "upstream_error"
+		if status == 429 || status == 529 {
+			want = "throttled"
+		}
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			hs := newHarness(t, Config{}, func(w http.ResponseWriter, r *http.Request) error {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(status)
@@ -380,7 +385,7 @@ func TestUpstreamErrorStatus(t *testing.T) {
 			}
 			s := hs.span(t)
 			a := attrs(s)
-			if a["error.type"].AsString() != strconv.Itoa(status) || a[attrOutcome].AsString() != "upstream_error" {
+			if a["error.type"].AsString() != strconv.Itoa(status) || a[attrOutcome].AsString() != want {
 				t.Errorf("error.type %v outcome %v", a["error.type"], a[attrOutcome])
 			}
 			if s.Status().Code != codes.Error {

@@ -46,6 +46,7 @@ func (x *exchange) finish(abort meter.Outcome, errorType string) {
 	x.overhead += time.Since(end)
 	r.Inflight, r.InflightKnown, r.Overhead = x.inflightAhead, x.inflight != nil, x.overhead
 	r.Probe = x.probe
+	r.RateLimit = x.rateLimit
 	x.fanOut(r)
 }
 

@@ -88,7 +88,7 @@ func TestAnthropicStreams(t *testing.T) {
 			firstToken: 2, firstVisible: 2, lastToken: 3, outputEvents: 2,
 			usage: Usage{25, 9, 0, 0, -1, UsageEstimated},
 			model: "claude-opus-4-1-20250805", id: "msg_01Bq9w938a90dw8q",
-			outcome: OutcomeUpstreamError, errorType: "overloaded_error", chunks: 5,
+			outcome: OutcomeThrottled, errorType: "overloaded_error", chunks: 5,
 		},
 		{
 			name: "stream cut before message_stop is truncated with input kept and output estimated", fixture: "truncated.sse",
@@ -145,17 +145,17 @@ func TestAnthropicBodies(t *testing.T) {
 		{
 			name: "429 rate_limit_error body: the status is the error type, no counts", fixture: "error_429.json", status: 429,
 			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
-			outcome: OutcomeUpstreamError, errorType: "429",
+			outcome: OutcomeThrottled, errorType: "429",
 		},
 		{
 			name: "529 overloaded body", fixture: "error_529.json", status: 529,
 			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
-			outcome: OutcomeUpstreamError, errorType: "529",
+			outcome: OutcomeThrottled, errorType: "529",
 		},
 		{
 			name: "error object in a 200 body keeps the provider's type", fixture: "error_429.json", status: 200,
 			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
-			outcome: OutcomeUpstreamError, errorType: "rate_limit_error",
+			outcome: OutcomeThrottled, errorType: "rate_limit_error",
 		},
 	}
 	for _, tt := range tests {

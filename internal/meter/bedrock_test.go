@@ -48,7 +48,7 @@ func TestBedrockStreams(t *testing.T) {
 			name: "converse: throttlingException frame after 200 is the error type", path: bedrockConversePath, fixture: "converse_throttled.bin",
 			firstToken: 1, firstVisible: 1, lastToken: 1,
 			usage:   Usage{-1, 1, -1, -1, -1, UsageEstimated},
-			outcome: OutcomeUpstreamError, errorType: "throttlingException", chunks: 3,
+			outcome: OutcomeThrottled, errorType: "throttlingException", chunks: 3,
 		},
 		{
 			name: "converse: unmodelled error frame gives its error code", path: bedrockConversePath, fixture: "converse_internal_failure.bin",
@@ -97,7 +97,7 @@ func TestBedrockStreams(t *testing.T) {
 			firstToken: 2, firstVisible: 2, lastToken: 2,
 			usage: Usage{31, 1, 0, 0, -1, UsageEstimated},
 			model: "claude-3-5-haiku-20241022", id: "msg_bdrk_01Ov",
-			outcome: OutcomeUpstreamError, errorType: "overloaded_error", chunks: 4,
+			outcome: OutcomeThrottled, errorType: "overloaded_error", chunks: 4,
 		},
 		{
 			name: "invoke: modelStreamErrorException frame", path: bedrockInvokePath, fixture: "invoke_stream_error.bin",
@@ -153,7 +153,7 @@ func TestBedrockBodies(t *testing.T) {
 		},
 		{
 			name: "converse: 429 error body, no fake counts", path: bedrockConversePath, fixture: "error_429.json", status: 429,
-			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeUpstreamError, errorType: "429",
+			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeThrottled, errorType: "429",
 		},
 		{
 			name: "invoke: 400 validation error body", path: bedrockInvokePath, fixture: "error_400.json", status: 400,

@@ -80,7 +80,7 @@ func TestCohereBodies(t *testing.T) {
 		{
 			name: "429 trial-key limit: status is the error type, no fake counts", fixture: "error_429.json", status: 429,
 			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, id: "5c9f1d0e-3b2a-4c6d-8e7f-9a0b1c2d3e4f",
-			outcome: OutcomeUpstreamError, errorType: "429",
+			outcome: OutcomeThrottled, errorType: "429",
 		},
 	}
 	for _, tt := range tests {

@@ -202,7 +202,7 @@ func TestGeminiStreams(t *testing.T) {
 			name: "bare error object instead of an array", fixture: "array_bare_error.json",
 			firstToken: -1, firstVisible: -1, lastToken: -1,
 			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
-			outcome: OutcomeUpstreamError, errorType: "RESOURCE_EXHAUSTED", chunks: 1,
+			outcome: OutcomeThrottled, errorType: "RESOURCE_EXHAUSTED", chunks: 1,
 		},
 		{
 			name: "array cut inside an element is truncated", fixture: "array_truncated.json",
@@ -235,7 +235,7 @@ func TestGeminiBodies(t *testing.T) {
 		{
 			name: "429 error body: the status is the error type, no counts", fixture: "error_429.json",
 			status: 429, contentType: "application/json; charset=UTF-8", path: geminiGeneratePath,
-			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeUpstreamError, errorType: "429",
+			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeThrottled, errorType: "429",
 		},
 		{
 			name: "503 on a streaming path: the error arrives as a one-element array, read whole", fixture: "error_503_array.json",

@@ -23,9 +23,16 @@ const (
 	OutcomeUpstreamError
 	// OutcomeClientAbort: the client went away before the response ended.
 	OutcomeClientAbort
+	// OutcomeThrottled: the provider refused or cut the request for its
+	// rate limits or its load: a 429, Anthropic's 529, or an error event
+	// of a throttling type inside a stream (throttlingErrorType). Kept
+	// apart from OutcomeUpstreamError because the remedy differs: a
+	// throttled caller waits or asks for more quota, it has no fault to
+	// fix.
+	OutcomeThrottled
 )
 
-var outcomeNames = [...]string{"unknown", "completed", "truncated", "upstream_error", "client_abort"}
+var outcomeNames = [...]string{"unknown", "completed", "truncated", "upstream_error", "client_abort", "throttled"}
 
 // String returns the name used in telemetry (tokentap.outcome).
 func (o Outcome) String() string {
@@ -350,3 +357,28 @@ func (m *Measurement) FirstEventTokens() int64 {
 
 // Duration is the time from the request's arrival to its end.
 func (m *Measurement) Duration() time.Duration { return m.End }
+
+// throttlingStatus reports whether an HTTP status says the provider
+// throttled the request: 429 Too Many Requests, and Anthropic's 529,
+// overloaded (source: https://docs.anthropic.com/en/api/errors). A 503
+// is not: it says nothing of the caller's limits.
+func throttlingStatus(status int) bool { return status == 429 || status == 529 }
+
+// throttlingErrorType reports whether a provider's error type, from an
+// error inside a response that began with 200, says the request was
+// throttled: Anthropic's rate_limit_error and overloaded_error (source:
+// https://docs.anthropic.com/en/api/errors, whose streams may carry them
+// as an error event), OpenAI's rate_limit_exceeded, a Responses API
+// failure's error code (source:
+// https://platform.openai.com/docs/api-reference/responses/object),
+// Bedrock's throttlingException stream event (source:
+// https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html)
+// and Google's RESOURCE_EXHAUSTED, the status of its 429 (source:
+// https://ai.google.dev/gemini-api/docs/troubleshooting).
+func throttlingErrorType(t string) bool {
+	switch t {
+	case "rate_limit_error", "overloaded_error", "rate_limit_exceeded", "throttlingException", "RESOURCE_EXHAUSTED":
+		return true
+	}
+	return false
+}

@@ -416,6 +416,9 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 		}
 	case m.StatusCode >= 400:
 		m.Outcome = OutcomeUpstreamError
+		if throttlingStatus(m.StatusCode) {
+			m.Outcome = OutcomeThrottled
+		}
 		// The status is the stable, low-cardinality name for an HTTP
 		// failure; a provider type from the body is finer but varies.
 		m.ErrorType = strconv.Itoa(m.StatusCode)
@@ -424,6 +427,9 @@ func (mt *Meter) Finish(at time.Time, abort Outcome, errorType string) *Measurem
 		m.ErrorType = errorType
 	case mt.obs.failed:
 		m.Outcome = OutcomeUpstreamError
+		if throttlingErrorType(m.ErrorType) {
+			m.Outcome = OutcomeThrottled
+		}
 	case m.Streamed && !mt.obs.done:
 		m.Outcome = OutcomeTruncated
 		m.ErrorType = "truncated"

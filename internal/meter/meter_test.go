@@ -153,7 +153,7 @@ func TestOpenAIBodies(t *testing.T) {
 			name: "429 with JSON error: status is the error type, no fake counts", fixture: "error_429.json",
 			status: 429, contentType: "application/json",
 			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
-			outcome: OutcomeUpstreamError, errorType: "429",
+			outcome: OutcomeThrottled, errorType: "429",
 		},
 		{
 			name: "500 without content type is still read as an error body", fixture: "error_429.json",

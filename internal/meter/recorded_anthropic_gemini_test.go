@@ -357,7 +357,7 @@ func TestRecordedGeminiAPI(t *testing.T) {
 			name: "429 RESOURCE_EXHAUSTED body: the status is the error type, no counts", fixture: "google/error_429_body.json",
 			status: 429, path: geminiGeneratePath,
 			usage:   Usage{-1, -1, -1, -1, -1, UsageAbsent},
-			outcome: OutcomeUpstreamError, errorType: "429",
+			outcome: OutcomeThrottled, errorType: "429",
 		},
 	}
 	checkRecordedGeminiBodies(t, bodies)

@@ -155,7 +155,7 @@ func TestRecordedResponsesProviders(t *testing.T) {
 				// The recording keeps no status; OpenAI answers
 				// insufficient_quota with 429 (its error codes guide).
 				name: "insufficient_quota error body with its 429: no counts", fixture: "openai/responses_error_insufficient_quota_body.json", status: 429,
-				usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeUpstreamError, errorType: "429",
+				usage: Usage{-1, -1, -1, -1, -1, UsageAbsent}, outcome: OutcomeThrottled, errorType: "429",
 			},
 			{
 				// invalid_request_error is a 400; the status is ours.

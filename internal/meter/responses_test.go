@@ -55,7 +55,7 @@ func TestOpenAIResponsesStreams(t *testing.T) {
 			firstToken: -1, firstVisible: -1, lastToken: -1,
 			usage: Usage{-1, -1, -1, -1, -1, UsageAbsent},
 			model: "gpt-4.1-mini-2025-04-14", id: "resp_67ca0d1e5f2c8190b1b5d7d0e2ad4f5a0c1e6a3b9f8d7c6e",
-			finish: []string{"error"}, outcome: OutcomeUpstreamError, errorType: "rate_limit_exceeded", chunks: 3,
+			finish: []string{"error"}, outcome: OutcomeThrottled, errorType: "rate_limit_exceeded", chunks: 3,
 		},
 		{
 			name: "keepalive events are chunks, not tokens", fixture: "keepalive.sse",

@@ -240,10 +240,14 @@ func FinishReasons(m *meter.Measurement) []string {
 var errorReason = []string{"error"}
 
 // isFailure reports whether the span's status should be Error: the exchange
-// failed upstream or was cut short. A client leaving is not an error of the
-// system being measured.
+// failed upstream, was throttled or was cut short. A client leaving is not
+// an error of the system being measured.
 func isFailure(m *meter.Measurement) bool {
-	return m.Outcome == meter.OutcomeUpstreamError || m.Outcome == meter.OutcomeTruncated
+	switch m.Outcome {
+	case meter.OutcomeUpstreamError, meter.OutcomeThrottled, meter.OutcomeTruncated:
+		return true
+	}
+	return false
 }
 
 func spanErrorStatus(m *meter.Measurement) (codes.Code, string) {

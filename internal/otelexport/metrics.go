@@ -182,6 +182,7 @@ func newMetricInstruments(mp metric.MeterProvider, enabled bool, gaps *gapHistog
 	collect(newHealthInstruments(m, ins))
 	collect(newActiveInstruments(m))
 	collect(newHistoryInstruments(m))
+	collect(newRateLimitInstruments(m))
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("creating the metric instruments: %v", errs)
 	}
@@ -273,6 +274,7 @@ func (ins *Instruments) Record(r *sink.Result) {
 	case c.Status == usagecheck.Unverifiable:
 		ins.usageChecks.Add(ctx, 1, opts.add[0], usageCheckOutcomes[2])
 	}
+	recordRateLimit(r)
 	switch r.SLO {
 	case slo.Met:
 		ins.sloRequests.Add(ctx, 1, opts.sloMet[:]...)

@@ -75,6 +75,7 @@ func (s Spans) Record(r *sink.Result) {
 	if r.Probe {
 		attrs = append(attrs, attrProbe.Bool(true))
 	}
+	attrs = appendRateLimit(attrs, &r.RateLimit)
 	if s.Langfuse && m.FirstToken > 0 {
 		// Langfuse parses the value as JSON: a quoted timestamp.
 		attrs = append(attrs, attrLangfuseCompletionStart.String(

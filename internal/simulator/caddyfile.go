@@ -235,6 +235,16 @@ func unmarshalProfileField(d *caddyfile.Dispenser, p *Profile) (bool, error) {
 		}
 		p.OutputTokens = n
 
+	case "rate_limit_requests":
+		n, err := intArg(d)
+		if err != nil {
+			return true, err
+		}
+		if n < 1 {
+			return true, d.Errf("rate_limit_requests must be at least 1, got %d", n)
+		}
+		p.RateLimitRequests = n
+
 	default:
 		return false, nil
 	}

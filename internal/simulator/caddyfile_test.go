@@ -34,6 +34,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				tokens_per_second 80.5
 				jitter 0.25
 				output_tokens 32
+				rate_limit_requests 60
 				usage always
 				seed -7
 				fail_status 503
@@ -44,10 +45,11 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			}`,
 			want: Handler{
 				Profile: Profile{
-					TimeToFirstToken: caddy.Duration(150 * time.Millisecond),
-					TokensPerSecond:  80.5,
-					Jitter:           0.25,
-					OutputTokens:     32,
+					TimeToFirstToken:  caddy.Duration(150 * time.Millisecond),
+					TokensPerSecond:   80.5,
+					Jitter:            0.25,
+					OutputTokens:      32,
+					RateLimitRequests: 60,
 				},
 				Usage:          UsageAlways,
 				Seed:           -7,

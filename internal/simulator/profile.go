@@ -47,6 +47,13 @@ type Profile struct {
 	// handler's value, whose default is 64.
 	OutputTokens int `json:"output_tokens,omitempty"`
 
+	// The requests per minute the simulated provider allows the model, as
+	// a fixed one-minute window from its first request. Every response
+	// then carries the format's rate limit headers (ratelimit.go), and a
+	// request past the limit is answered 429 with retry-after, as a real
+	// provider throttles. Zero inherits the handler's value, whose default
+	// is none: no headers, no limit.
+	RateLimitRequests int `json:"rate_limit_requests,omitempty"`
 	// How much each further request in flight to the same model slows a
 	// request (package speed): with n in flight, itself included, its rate
 	// is tokens_per_second / (1 + batch_slowdown*(n-1)) and its time to
@@ -83,6 +90,9 @@ func (p Profile) Overlay(o Profile) Profile {
 	}
 	if o.OutputTokens != 0 {
 		p.OutputTokens = o.OutputTokens
+	}
+	if o.RateLimitRequests != 0 {
+		p.RateLimitRequests = o.RateLimitRequests
 	}
 	if o.BatchSlowdown != 0 {
 		p.BatchSlowdown = o.BatchSlowdown
@@ -130,6 +140,9 @@ func (p Profile) validate() error {
 	}
 	if p.OutputTokens < 0 || p.OutputTokens > MaxOutputTokens {
 		return fmt.Errorf("output_tokens must be between 1 and %d, got %d", MaxOutputTokens, p.OutputTokens)
+	}
+	if p.RateLimitRequests < 0 {
+		return fmt.Errorf("rate_limit_requests must not be negative, got %d", p.RateLimitRequests)
 	}
 	if err := checkRate(p.BatchSlowdown, true); err != nil {
 		return fmt.Errorf("batch_slowdown %w", err)

@@ -60,6 +60,10 @@ type Handler struct {
 	// overrides the top-level one. Default: none.
 	Models map[string]Profile `json:"models,omitempty"`
 
+	// windows holds each model's rate limit window (ratelimit.go); made
+	// by Provision.
+	windows *rateWindows
+
 	// If not zero, every request is answered at once with this status (400
 	// to 599) and an error body in the format's shape (Anthropic's error
 	// type, Gemini's status name and Ollama's message follow from the
@@ -110,6 +114,7 @@ func (h *Handler) Provision(_ caddy.Context) error {
 		h.Usage = UsageAuto
 	}
 	h.Seed = h.seed()
+	h.windows = new(rateWindows)
 	if h.FailStatusBody == "" {
 		h.FailStatusBody = StatusBodyJSON
 	}
@@ -211,6 +216,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	if err != nil {
 		writeError(w, f, err)
+		return nil
+	}
+	if !h.rateLimit(w, f, &p, start) {
 		return nil
 	}
 	s := newScheduler(r, start)

@@ -17,6 +17,7 @@ import (
 	"github.com/tokentap/tokentap/internal/capture"
 	"github.com/tokentap/tokentap/internal/meter"
 	"github.com/tokentap/tokentap/internal/meter/usagecheck"
+	"github.com/tokentap/tokentap/internal/ratelimit"
 	"github.com/tokentap/tokentap/internal/slo"
 )
 
@@ -80,6 +81,12 @@ type Result struct {
 	// when it sampled this exchange; zero (usagecheck.NotSampled)
 	// otherwise.
 	UsageCheck usagecheck.Result
+	// RateLimit is what the response's headers said of the caller's rate
+	// limits and, on a throttled answer, how long to wait (package
+	// ratelimit); zero when they said nothing. It is on the Result rather
+	// than the Measurement because it is read from headers, not from the
+	// body the dialects decode.
+	RateLimit ratelimit.Headers
 }
 
 // Label is one user-defined dimension, resolved for one request.

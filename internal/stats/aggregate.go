@@ -41,6 +41,9 @@ type AggregateRow struct {
 	// every row but the overflow row has one.
 	Health    drift.Health
 	HasHealth bool
+	// Headroom is the row's latest rate limit state (not the window's);
+	// zero when no response reported one.
+	Headroom Headroom
 }
 
 func newAggregate(w Window) *Aggregate {
@@ -61,6 +64,10 @@ func (a *Aggregate) add(r *AggregateRow) {
 	have.Counts.add(r.Counts)
 	mergeSketches(have.sketches[:], r.sketches[:], newViewSketch)
 	mergeHealth(have, r)
+	if r.Headroom.At.After(have.Headroom.At) {
+		// The latest report wins, whichever instance saw it.
+		have.Headroom = r.Headroom
+	}
 	for b := range r.inflight {
 		have.inflight[b].requests += r.inflight[b].requests
 		mergeSketches(have.inflight[b].sketches[:], r.inflight[b].sketches[:], newInflightViewSketch)
@@ -78,7 +85,7 @@ func (a *Aggregate) Merge(b *Aggregate) error {
 		return fmt.Errorf("cannot merge window %s into window %s", b.window, a.window)
 	}
 	for _, r := range b.sortedRows() {
-		c := &AggregateRow{Key: r.Key, Overflow: r.Overflow, Counts: r.Counts, Health: r.Health, HasHealth: r.HasHealth}
+		c := &AggregateRow{Key: r.Key, Overflow: r.Overflow, Counts: r.Counts, Health: r.Health, HasHealth: r.HasHealth, Headroom: r.Headroom}
 		for m, sk := range r.sketches {
 			if sk != nil {
 				c.sketches[m] = sk.Copy()

@@ -34,6 +34,7 @@ func TestRecordAllocationFree(t *testing.T) {
 			record(s, key("p", "first"), full(1), 0)
 			smp := full(0.5)
 			smp.Estimated, smp.Inflight = true, 5
+			smp.RateLimit = &rateLimited
 			k := tt.key
 			// Warm up: a little over a day of requests uses every slice.
 			var d time.Duration

@@ -47,6 +47,7 @@ func populated(t testing.TB) *Store {
 			smp.Error, smp.Abort, smp.Estimated = n%11 == 0, n%13 == 0, n%5 == 0
 			smp.SLOJudged, smp.SLOMet = n%2 == 0, n%4 == 0
 			smp.Buffered = n%7 == 0
+			smp.Throttled = n%17 == 0 && !smp.Error
 			if n%3 == 0 {
 				smp.UsageVerified, smp.UsageMismatch = true, n%9 == 0
 				smp.UsageReported, smp.UsageCounted = int64(100+n%17), int64(100+n%13)

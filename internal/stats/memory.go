@@ -1,5 +1,7 @@
 package stats
 
+import "unsafe"
+
 // The memory one row can hold, worst case, by part. Each figure is the Go
 // allocation size (size class) on 64-bit platforms; TestMemoryBound checks
 // the total against the heap.
@@ -10,11 +12,12 @@ const (
 	// inflightSketchBytes: an in-flight sketch, likewise with its
 	// inflightBins bins.
 	inflightSketchBytes = inflightBins*8 + 64 + 2*80
-	// sliceBytes: a slice's epoch, counts and sketch pointers.
-	sliceBytes = 8 + 8*8 + 8*NumMetrics
+	// sliceBytes: a slice's epoch, counts and sketch pointers, which the
+	// rings hold in one array per row.
+	sliceBytes = int(unsafe.Sizeof(slice{}))
 	// rowStructBytes: the row struct (its in-flight halves inline);
 	// TestStructSizes checks it.
-	rowStructBytes = 3456
+	rowStructBytes = 4096
 	// rowBytes: the row itself, its map entry and its longest key
 	// (MaxLabels labels, every string cut at MaxKeyString).
 	rowBytes = rowStructBytes + 64 + (2+2*MaxLabels)*MaxKeyString + MaxLabels*32

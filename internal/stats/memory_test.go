@@ -173,3 +173,15 @@ func TestStructSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryDocumented keeps docs/live-stats.md's figures for the default
+// cap: a row's bound in KiB and the store's in MiB, rounded up.
+func TestMemoryDocumented(t *testing.T) {
+	const rowKiB, storeMiB = 1578, 397 // "1,578 KiB" and "397 MiB" in docs/live-stats.md
+	if got := (RowBound + 1023) / 1024; got != rowKiB {
+		t.Errorf("RowBound = %d KiB, the docs say %d", got, rowKiB)
+	}
+	if got := (MemoryBound(0) + 1<<20 - 1) >> 20; got != storeMiB {
+		t.Errorf("MemoryBound(default) = %d MiB, the docs say %d", got, storeMiB)
+	}
+}

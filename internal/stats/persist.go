@@ -86,6 +86,7 @@ const (
 	fieldCountsUsageReported = 11
 	fieldCountsUsageCounted  = 12
 	fieldCountsUsageMismatch = 13
+	fieldCountsThrottled     = 14
 )
 
 // A row's strata halves (strata.go) are written as in-flight halves are,
@@ -94,7 +95,7 @@ const fieldRowStrata = 9 // strata half message, repeated
 
 // countFields are Counts' integer fields with their numbers, the one list
 // both writing and reading go by: a new count is one line here.
-func countFields(c *Counts) [12]struct {
+func countFields(c *Counts) [13]struct {
 	num protowire.Number
 	p   *int64
 } {
@@ -114,6 +115,7 @@ func countFields(c *Counts) [12]struct {
 		{fieldCountsUsageReported, &c.UsageReported},
 		{fieldCountsUsageCounted, &c.UsageCounted},
 		{fieldCountsUsageMismatch, &c.UsageMismatches},
+		{fieldCountsThrottled, &c.Throttled},
 	}
 }
 

@@ -45,5 +45,8 @@ func (rec Recorder) Record(r *sink.Result) (rowSlow bool) {
 		sample.Inflight = r.Inflight + 1
 	}
 	sample.Drift = rec.Drift
+	if r.RateLimit.Known() {
+		sample.RateLimit = &r.RateLimit
+	}
 	return rec.Store.Record(&key, &sample, r.End) == drift.Slow
 }

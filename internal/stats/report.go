@@ -66,18 +66,21 @@ type ReportRow struct {
 	RowID
 
 	// Requests counts the requests that finished in the window, Errors
-	// those with outcome upstream_error, Aborts those with client_abort.
-	Requests int64 `json:"requests"`
-	Errors   int64 `json:"errors"`
-	Aborts   int64 `json:"aborts"`
+	// those with outcome upstream_error, Aborts those with client_abort,
+	// Throttled those with throttled (which Errors leaves out).
+	Requests  int64 `json:"requests"`
+	Errors    int64 `json:"errors"`
+	Aborts    int64 `json:"aborts"`
+	Throttled int64 `json:"throttled"`
 	// Buffered counts the streams that arrived held back and released in
 	// one burst at their end (docs/telemetry.md, "Buffered streams").
 	Buffered int64 `json:"buffered"`
-	// ErrorRate and AbortRate are Errors and Aborts over Requests;
-	// EstimatedShare is the share of requests whose token counts were
-	// estimated.
+	// ErrorRate, AbortRate and ThrottledRate are Errors, Aborts and
+	// Throttled over Requests; EstimatedShare is the share of requests
+	// whose token counts were estimated.
 	ErrorRate      float64 `json:"error_rate"`
 	AbortRate      float64 `json:"abort_rate"`
+	ThrottledRate  float64 `json:"throttled_rate"`
 	EstimatedShare float64 `json:"estimated_share"`
 	// CostUSD is what the requests with a price cost in the window, in US
 	// dollars: the sum the cost metric's quantiles describe one by one.
@@ -92,6 +95,9 @@ type ReportRow struct {
 	// Health is whether the row has slowed down compared with its own
 	// earlier requests, now; absent on the overflow row.
 	Health *HealthReport `json:"health,omitempty"`
+	// RateLimit is the latest rate limit state a response of the row
+	// reported in its headers (headroom.go); absent when none did.
+	RateLimit *RateLimitReport `json:"rate_limit,omitempty"`
 
 	// Metrics are the distributions, one per metric, always all present.
 	Metrics ReportMetrics `json:"metrics"`
@@ -326,8 +332,10 @@ func (a *Aggregate) Report(at time.Time) *Report {
 			Errors:         r.Counts.Errors,
 			Aborts:         r.Counts.Aborts,
 			Buffered:       r.Counts.Buffered,
+			Throttled:      r.Counts.Throttled,
 			ErrorRate:      ratio(r.Counts.Errors, r.Counts.Requests),
 			AbortRate:      ratio(r.Counts.Aborts, r.Counts.Requests),
+			ThrottledRate:  ratio(r.Counts.Throttled, r.Counts.Requests),
 			EstimatedShare: ratio(r.Counts.Estimated, r.Counts.Requests),
 			CostUSD:        round(r.Counts.CostUSD),
 			SLO:            sloSummary(&r.Counts, a.window.Duration().Seconds()),
@@ -338,6 +346,7 @@ func (a *Aggregate) Report(at time.Time) *Report {
 		if r.HasHealth {
 			rr.Health = healthReport(&r.Health)
 		}
+		rr.RateLimit = rateLimitReport(&r.Headroom)
 		for i := range r.Series {
 			sl := &r.Series[i]
 			p := SeriesPoint{

@@ -68,7 +68,7 @@ func TestReportJSON(t *testing.T) {
 	check("row order", order, []string{"anthropic/z-model", "openai/a-model", "openai/b-model"})
 
 	row := rows[2].(map[string]any)
-	check("row keys", keysOf(row), []string{"abort_rate", "aborts", "buffered", "cost_usd", "error_rate", "errors", "estimated_share", "health", "labels", "metrics", "model", "overflow", "provider", "requests", "slo"})
+	check("row keys", keysOf(row), []string{"abort_rate", "aborts", "buffered", "cost_usd", "error_rate", "errors", "estimated_share", "health", "labels", "metrics", "model", "overflow", "provider", "requests", "slo", "throttled", "throttled_rate"})
 	check("slo", row["slo"], map[string]any{"requests": 8.0, "met": 6.0, "attainment": 0.75, "token_goodput": 3.0})
 	if _, ok := rows[1].(map[string]any)["slo"]; ok {
 		t.Error("a row no objective judged has an slo")

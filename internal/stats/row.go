@@ -16,6 +16,8 @@ type Counts struct {
 	Errors int64
 	// Aborts counts outcome client_abort.
 	Aborts int64
+	// Throttled counts outcome throttled, apart from Errors.
+	Throttled int64
 	// Estimated counts requests whose token counts were estimated.
 	Estimated int64
 	// CostUSD sums the cost of the requests that had one. A sum rather
@@ -38,6 +40,7 @@ func (c *Counts) add(o Counts) {
 	c.Requests += o.Requests
 	c.Errors += o.Errors
 	c.Aborts += o.Aborts
+	c.Throttled += o.Throttled
 	c.Estimated += o.Estimated
 	c.CostUSD += o.CostUSD
 	c.SLORequests += o.SLORequests
@@ -102,6 +105,9 @@ type row struct {
 	// health watches the row for a slowdown against its own earlier
 	// requests (package drift).
 	health drift.Detector
+	// headroom is the latest rate limit state a response of the row
+	// reported (headroom.go).
+	headroom Headroom
 	// next chains rows whose keys hash alike.
 	next *row
 }
@@ -167,6 +173,9 @@ func (r *row) record(s *Sample, t int64) (invalid int) {
 		}
 		if s.Abort {
 			sl.counts.Aborts++
+		}
+		if s.Throttled {
+			sl.counts.Throttled++
 		}
 		if s.Estimated {
 			sl.counts.Estimated++
@@ -237,6 +246,7 @@ func (r *row) reuse(key Key, cfg *drift.Config) {
 	r.gen++
 	r.key = key
 	r.last = 0
+	r.headroom = Headroom{}
 	for w := range r.rings {
 		for i := range r.rings[w] {
 			r.rings[w][i].reset(noEpoch)

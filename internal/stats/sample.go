@@ -5,6 +5,7 @@ import (
 
 	"github.com/tokentap/tokentap/internal/drift"
 	"github.com/tokentap/tokentap/internal/meter"
+	"github.com/tokentap/tokentap/internal/ratelimit"
 )
 
 // Sample is what one finished request adds to its row: the metrics that
@@ -19,6 +20,13 @@ type Sample struct {
 	Error bool
 	// Abort is set when the client went away first (outcome client_abort).
 	Abort bool
+	// Throttled is set when the provider throttled the request (outcome
+	// throttled).
+	Throttled bool
+	// RateLimit is what the response's headers said of the caller's rate
+	// limits, when they said anything; the row keeps the latest
+	// (Headroom).
+	RateLimit *ratelimit.Headers
 	// Estimated is set when the token counts are tokentap's estimate
 	// (usage source "estimated") rather than the provider's.
 	Estimated bool
@@ -56,7 +64,8 @@ func (s *Sample) Get(m Metric) (float64, bool) { return s.values[m], s.observed[
 // SampleOf turns a finished measurement into a Sample: times in seconds,
 // rates in tokens per second, counts in tokens.
 //
-// The duration of a request that failed or was abandoned is left out: it
+// The duration of a request that failed, was throttled or was abandoned
+// is left out: it
 // says when the failure happened, not how long the model takes, and the
 // error and abort rates count those requests instead. Its other metrics
 // (a first token that did arrive, the rate of the tokens that did stream)
@@ -80,6 +89,8 @@ func SampleOf(m *meter.Measurement) Sample {
 		s.Error = true
 	case meter.OutcomeClientAbort:
 		s.Abort = true
+	case meter.OutcomeThrottled:
+		s.Throttled = true
 	default:
 		if m.End > 0 {
 			s.Set(Duration, m.End.Seconds())

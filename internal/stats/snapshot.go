@@ -46,6 +46,9 @@ type SnapshotRow struct {
 
 	// Health is as in the Report.
 	Health *HealthReport `json:"health,omitempty"`
+	// RateLimit is as in the Report; absent in snapshots from a tokentap
+	// that did not read it.
+	RateLimit *RateLimitReport `json:"rate_limit,omitempty"`
 
 	// ByInflight is the row's in-flight view: per bucket with a request,
 	// its lowest level, requests and sketches (of InflightAccuracy).
@@ -95,6 +98,9 @@ type SnapshotCounts struct {
 	Errors    int64 `json:"errors"`
 	Aborts    int64 `json:"aborts"`
 	Estimated int64 `json:"estimated"`
+	// Throttled is as in the Report; absent (0) in snapshots from a
+	// tokentap that did not count it.
+	Throttled int64 `json:"throttled"`
 	// CostUSD is as in the Report; absent (0) in snapshots from a
 	// tokentap without costs.
 	CostUSD float64 `json:"cost_usd"`
@@ -119,7 +125,7 @@ type SnapshotCounts struct {
 
 func snapshotCounts(c *Counts) SnapshotCounts {
 	return SnapshotCounts{
-		Requests: c.Requests, Errors: c.Errors, Aborts: c.Aborts, Estimated: c.Estimated, CostUSD: c.CostUSD,
+		Requests: c.Requests, Errors: c.Errors, Aborts: c.Aborts, Estimated: c.Estimated, Throttled: c.Throttled, CostUSD: c.CostUSD,
 		SLORequests: c.SLORequests, SLOMet: c.SLOMet, GoodputTokens: c.GoodputTokens,
 		Buffered:      c.Buffered,
 		UsageVerified: c.UsageVerified, UsageReportedTokens: c.UsageReported, UsageCountedTokens: c.UsageCounted, UsageMismatches: c.UsageMismatches,
@@ -128,7 +134,7 @@ func snapshotCounts(c *Counts) SnapshotCounts {
 
 // counts checks c, read from elsewhere, and returns it as Counts.
 func (c *SnapshotCounts) counts() (Counts, error) {
-	if c.Requests < 0 || c.Errors < 0 || c.Aborts < 0 || c.Estimated < 0 ||
+	if c.Requests < 0 || c.Errors < 0 || c.Aborts < 0 || c.Estimated < 0 || c.Throttled < 0 ||
 		c.SLORequests < 0 || c.SLOMet < 0 || c.GoodputTokens < 0 || c.Buffered < 0 {
 		return Counts{}, fmt.Errorf("negative count")
 	}
@@ -148,7 +154,7 @@ func (c *SnapshotCounts) counts() (Counts, error) {
 		return Counts{}, fmt.Errorf("buffered %d over requests %d", c.Buffered, c.Requests)
 	}
 	return Counts{
-		Requests: c.Requests, Errors: c.Errors, Aborts: c.Aborts, Estimated: c.Estimated, CostUSD: c.CostUSD,
+		Requests: c.Requests, Errors: c.Errors, Aborts: c.Aborts, Estimated: c.Estimated, Throttled: c.Throttled, CostUSD: c.CostUSD,
 		SLORequests: c.SLORequests, SLOMet: c.SLOMet, GoodputTokens: c.GoodputTokens,
 		Buffered:      c.Buffered,
 		UsageVerified: c.UsageVerified, UsageReported: c.UsageReportedTokens, UsageCounted: c.UsageCountedTokens, UsageMismatches: c.UsageMismatches,
@@ -202,6 +208,7 @@ func (a *Aggregate) Snapshot(at time.Time) (*Snapshot, error) {
 		if r.HasHealth {
 			sr.Health = healthReport(&r.Health)
 		}
+		sr.RateLimit = rateLimitReport(&r.Headroom)
 		var err error
 		if sr.Sketches, err = encodeSketches(&r.sketches); err != nil {
 			return nil, fmt.Errorf("%s/%s: %v", r.Key.Provider, r.Key.Model, err)
@@ -299,6 +306,11 @@ func (s *Snapshot) Aggregate() (*Aggregate, error) {
 				return nil, fmt.Errorf("row %d (%s/%s): %v", i, sr.Provider, sr.Model, err)
 			}
 			r.HasHealth = true
+		}
+		if sr.RateLimit != nil {
+			if r.Headroom, err = sr.RateLimit.headroom(); err != nil {
+				return nil, fmt.Errorf("row %d (%s/%s), rate_limit: %v", i, sr.Provider, sr.Model, err)
+			}
 		}
 		if err := readInflight(sr.ByInflight, r); err != nil {
 			return nil, fmt.Errorf("row %d (%s/%s), %v", i, sr.Provider, sr.Model, err)

@@ -99,6 +99,9 @@ func (s *Store) Record(k *Key, smp *Sample, end time.Time) drift.State {
 		if n := r.record(smp, t); n > 0 {
 			s.invalid.Add(int64(n))
 		}
+		if smp.RateLimit != nil {
+			r.headroom.note(smp.RateLimit, end)
+		}
 		var changed bool
 		var health drift.Health
 		state := drift.InsufficientData
@@ -234,6 +237,7 @@ func (s *Store) aggregate(w Window, now time.Time, series bool) *Aggregate {
 		if !r.overflow {
 			ar.Health, ar.HasHealth = r.health.Health(), true
 		}
+		ar.Headroom = r.headroom
 		r.view(w, t, &ar)
 		r.viewInflight(w, t, &ar)
 		r.viewStrata(w, t, &ar)

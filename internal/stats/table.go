@@ -92,6 +92,7 @@ var statsColumns = []statsColumn{
 	countColumn("REQUESTS", func(r *ReportRow) int64 { return r.Requests }),
 	rateColumn("ERR%", func(r *ReportRow) float64 { return r.ErrorRate }),
 	rateColumn("ABORT%", func(r *ReportRow) float64 { return r.AbortRate }),
+	rateColumn("THROTTLED%", func(r *ReportRow) float64 { return r.ThrottledRate }),
 	metricColumn(TimeToFirstToken, 0.5),
 	metricColumn(TimeToFirstToken, 0.95),
 	metricColumn(TimeToFirstVisibleToken, 0.5),
@@ -136,6 +137,15 @@ var statsColumns = []statsColumn{
 		format:  func(v float64) string { return fmt.Sprintf("%d", int64(v)) },
 		shownIf: func(r *ReportRow) bool { return r.UsageCheck != nil },
 	},
+	headroomColumn("RL_REQ%", func(r *RateLimitReport) *RateLimitKind { return r.Requests }),
+	headroomColumn("RL_TOK%", func(r *RateLimitReport) *RateLimitKind { return r.Tokens }),
+	rateLimitColumn(statsColumn{
+		name: "RL_RESET",
+		num: func(r *ReportRow) (float64, bool) {
+			return resetSeconds(r.RateLimit)
+		},
+		format: formatSeconds,
+	}),
 	sloColumn(statsColumn{
 		name: "SLO%",
 		num: func(r *ReportRow) (float64, bool) {
@@ -166,6 +176,61 @@ func bufferedColumn() statsColumn {
 	return c
 }
 
+// rateLimitColumn shows c only when some row's responses reported rate
+// limits.
+func rateLimitColumn(c statsColumn) statsColumn {
+	c.shownIf = func(r *ReportRow) bool { return r.RateLimit != nil }
+	return c
+}
+
+// headroomColumn is the remaining share of one of a row's limits, its
+// latest report.
+func headroomColumn(name string, kind func(r *RateLimitReport) *RateLimitKind) statsColumn {
+	return rateLimitColumn(statsColumn{
+		name: name,
+		num: func(r *ReportRow) (float64, bool) {
+			if r.RateLimit == nil {
+				return 0, false
+			}
+			k := kind(r.RateLimit)
+			if k == nil || k.RemainingShare == nil {
+				return 0, false
+			}
+			return *k.RemainingShare, true
+		},
+		format: func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	})
+}
+
+// resetSeconds is when the tighter of a row's limits is whole again, in
+// seconds after its report: the reset of the one with the lower remaining
+// share, else the later reset.
+func resetSeconds(rl *RateLimitReport) (float64, bool) {
+	if rl == nil {
+		return 0, false
+	}
+	var best *RateLimitKind
+	for _, k := range []*RateLimitKind{rl.Requests, rl.Tokens} {
+		if k == nil || k.ResetSeconds == nil {
+			continue
+		}
+		switch {
+		case best == nil:
+			best = k
+		case k.RemainingShare != nil && best.RemainingShare != nil:
+			if *k.RemainingShare < *best.RemainingShare {
+				best = k
+			}
+		case *k.ResetSeconds > *best.ResetSeconds:
+			best = k
+		}
+	}
+	if best == nil {
+		return 0, false
+	}
+	return *best.ResetSeconds, true
+}
+
 // sloColumn shows c only when an objective judged some request.
 func sloColumn(c statsColumn) statsColumn {
 	c.shownIf = func(r *ReportRow) bool { return r.SLO != nil }
@@ -183,6 +248,7 @@ func extraSortColumns() []statsColumn {
 	cols := []statsColumn{
 		countColumn("ERRORS", func(r *ReportRow) int64 { return r.Errors }),
 		countColumn("ABORTS", func(r *ReportRow) int64 { return r.Aborts }),
+		countColumn("THROTTLED", func(r *ReportRow) int64 { return r.Throttled }),
 	}
 	for m := Metric(0); int(m) < NumMetrics; m++ {
 		for _, q := range m.Quantiles() {

@@ -42,6 +42,9 @@ type statsRow struct {
 	Aborts         int64                  `json:"aborts"`
 	ErrorRate      float64                `json:"error_rate"`
 	AbortRate      float64                `json:"abort_rate"`
+	Throttled      int64                  `json:"throttled"`
+	ThrottledRate  float64                `json:"throttled_rate"`
+	RateLimit      *statsRateLimit        `json:"rate_limit,omitempty"`
 	EstimatedShare float64                `json:"estimated_share"`
 	Buffered       int64                  `json:"buffered"`
 	CostUSD        float64                `json:"cost_usd"`
@@ -88,6 +91,21 @@ type statsHealth struct {
 	Reason   string             `json:"reason"`
 	Baseline map[string]float64 `json:"baseline"`
 	Current  map[string]float64 `json:"current"`
+}
+
+// statsRateLimit is a row's latest rate limit report; each limit and
+// value absent when unknown.
+type statsRateLimit struct {
+	ObservedAt        string              `json:"observed_at"`
+	Requests          *statsRateLimitKind `json:"requests,omitempty"`
+	Tokens            *statsRateLimitKind `json:"tokens,omitempty"`
+	RetryAfterSeconds *float64            `json:"retry_after_seconds,omitempty"`
+}
+
+type statsRateLimitKind struct {
+	RemainingShare *float64 `json:"remaining_share,omitempty"`
+	Remaining      *int64   `json:"remaining,omitempty"`
+	ResetSeconds   *float64 `json:"reset_seconds,omitempty"`
 }
 
 // statsSLO is a row's attainment of its objective; absent when no

@@ -240,6 +240,15 @@ func TestPage(t *testing.T) {
 				{"gpt-4o", "usage_ratio", "1.021"},
 				{"gpt-4o", "usage_mismatches", "1"},
 				{"claude-haiku-4-5", "usage_ratio", "–"},
+				{"claude-haiku-4-5", "throttled_rate", "3.8 %"},
+				{"gpt-4o", "throttled_rate", "0 %"},
+				{"claude-haiku-4-5", "rl_requests", "90.0 %"},
+				{"claude-haiku-4-5", "rl_tokens", "25.0 %"},
+				{"claude-haiku-4-5", "rl_reset", "2.50 s"},
+				{"gpt-4o-mini", "rl_requests", "5.0 %"},
+				{"gpt-4o-mini", "rl_tokens", "–"},
+				{"gpt-4o-mini", "rl_reset", "45.0 s"},
+				{"gpt-4o", "rl_requests", "–"},
 			}
 			for _, c := range cases {
 				i := slices.IndexFunc(got, func(r renderedRow) bool { return r.Model == c.model })
@@ -327,6 +336,23 @@ func TestPage(t *testing.T) {
 			}
 			api.serve(fixture)
 			b.waitFor(t, "the usage check columns to come back", `!document.getElementById('comparison').classList.contains('no-usage')`, 10*time.Second)
+		}},
+		{"shows the rate limit columns only when some row reported one", func(t *testing.T) {
+			shown := `[...document.querySelectorAll('th[data-col^="rl_"], th[data-group="rl"], td[data-col^="rl_"]')].filter(e => getComputedStyle(e).display !== 'none').length`
+			if n := eval[int](t, b, shown); n != 4+3*len(fixture.Rows) {
+				t.Errorf("%d rate limit headings and cells shown, want %d", n, 4+3*len(fixture.Rows))
+			}
+			unreported := fixture.clone()
+			for i := range unreported.Rows {
+				unreported.Rows[i].RateLimit = nil
+			}
+			api.serve(unreported)
+			b.waitFor(t, "the rate limit columns to go", `document.getElementById('comparison').classList.contains('no-rl')`, 10*time.Second)
+			if n := eval[int](t, b, shown); n != 0 {
+				t.Errorf("%d rate limit headings and cells shown without any report", n)
+			}
+			api.serve(fixture)
+			b.waitFor(t, "the rate limit columns to come back", `!document.getElementById('comparison').classList.contains('no-rl')`, 10*time.Second)
 		}},
 		{"shows the cost columns only when some row has a price", func(t *testing.T) {
 			shown := `[...document.querySelectorAll('th[data-col^="cost_"], th[data-group="cost"]')].filter(th => getComputedStyle(th).display !== 'none').length`

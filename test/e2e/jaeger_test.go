@@ -412,7 +412,7 @@ func checkJaegerAttributes(t *testing.T, sp jaegerSpan, x jaegerExchange, s jaeg
 		}
 		checks = append(checks,
 			jaegerAttr{"error.type", strconv.Itoa(x.status)},
-			jaegerAttr{"tokentap.outcome", "upstream_error"},
+			jaegerAttr{"tokentap.outcome", outcomeOfStatus(x.status)},
 			// An error status never carries token counts.
 			jaegerAttr{"gen_ai.usage.input_tokens", jaegerAbsent{}},
 			jaegerAttr{"gen_ai.usage.output_tokens", jaegerAbsent{}},
@@ -519,4 +519,13 @@ func checkJaegerSpanAttributes(t *testing.T, sp jaegerSpan, checks []jaegerAttr)
 		}
 		t.Logf("span %s attributes:\n%s", sp, b.String())
 	}
+}
+
+// outcomeOfStatus is tokentap.outcome of an error status: throttled for
+// 429 and 529, upstream_error otherwise.
+func outcomeOfStatus(status int) string {
+	if status == http.StatusTooManyRequests || status == 529 {
+		return "throttled"
+	}
+	return "upstream_error"
 }

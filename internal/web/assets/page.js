@@ -50,6 +50,7 @@
 		cost: 'Cost (USD)',
 		slo: 'SLO',
 		usage: 'Usage check',
+		rl: 'Rate limit left',
 	};
 
 	// COLUMNS drives the table header, the cells, sorting and the data-col
@@ -64,6 +65,7 @@
 		{ key: 'requests', label: 'Requests', get: (r) => finite(r.requests), fmt: fmtCount, title: 'Requests that finished in the window' },
 		{ key: 'error_rate', label: 'Errors', get: (r) => finite(r.error_rate), fmt: fmtPercent, title: 'Share of requests that ended in an upstream error' },
 		{ key: 'abort_rate', label: 'Aborts', get: (r) => finite(r.abort_rate), fmt: fmtPercent, title: 'Share of requests the client aborted' },
+		{ key: 'throttled_rate', label: 'Throttled', get: (r) => finite(r.throttled_rate), fmt: fmtPercent, title: 'Share of requests the provider throttled (429, overloaded), counted apart from errors' },
 		{ key: 'estimated_share', label: 'Estimated', get: (r) => finite(r.estimated_share), fmt: fmtPercent, title: 'Share of requests whose token counts were estimated because the provider reported none' },
 		{ key: 'buffered', label: 'Buffered', get: (r) => finite(r.buffered), fmt: fmtCount, title: 'Streams that arrived held back and released in one burst at their end: their time to first token is the whole generation' },
 		{ key: 'ttft_p50', group: 'ttft', label: 'p50', get: metric('time_to_first_token', 'p50'), fmt: fmtSeconds },
@@ -84,7 +86,34 @@
 		{ key: 'slo_goodput', group: 'slo', label: 'goodput', get: (r) => (r.slo ? finite(r.slo.token_goodput) : null), fmt: fmtRate, title: 'Token goodput: output tokens per second of the window from the requests that met the objective' },
 		{ key: 'usage_ratio', group: 'usage', label: 'ratio', get: (r) => (r.usage_check ? finite(r.usage_check.ratio) : null), fmt: (v) => fixed(v, 3), title: 'verify_usage: the output tokens the provider reported over those its text holds, summed over the requests verified; 1 when it counts what it sent' },
 		{ key: 'usage_mismatches', group: 'usage', label: 'mismatches', get: (r) => (r.usage_check ? finite(r.usage_check.mismatches) : null), fmt: fmtCount, title: 'verify_usage: requests whose reported output differed from the count of their text beyond the tolerance' },
+		{ key: 'rl_requests', group: 'rl', label: 'req', get: rateLimitShare('requests'), fmt: fmtPercent, title: "Remaining share of the provider's request limit, as its latest response reported it" },
+		{ key: 'rl_tokens', group: 'rl', label: 'tok', get: rateLimitShare('tokens'), fmt: fmtPercent, title: "Remaining share of the provider's token limit (the tighter of input and output where it reports them apart), as its latest response reported it" },
+		{ key: 'rl_reset', group: 'rl', label: 'reset', get: rateLimitReset, fmt: fmtSeconds, title: 'When the tighter limit is whole again, counted from the response that reported it' },
 	];
+	// rateLimitShare reads the remaining share of one of a row's limits, or
+	// null when its responses reported none.
+	function rateLimitShare(kind) {
+		return (r) => (r.rate_limit && r.rate_limit[kind] ? finite(r.rate_limit[kind].remaining_share) : null);
+	}
+
+	// rateLimitReset is the reset of the row's tighter limit: the one with
+	// the lower remaining share, else the later reset (as `tokentap stats`
+	// shows it).
+	function rateLimitReset(r) {
+		const rl = r.rate_limit;
+		if (!rl) return null;
+		let best = null;
+		for (const k of [rl.requests, rl.tokens]) {
+			if (!k || finite(k.reset_seconds) === null) continue;
+			const share = finite(k.remaining_share);
+			const bestShare = best && finite(best.remaining_share);
+			if (best === null) best = k;
+			else if (share !== null && bestShare !== null) {
+				if (share < bestShare) best = k;
+			} else if (k.reset_seconds > best.reset_seconds) best = k;
+		}
+		return best ? finite(best.reset_seconds) : null;
+	}
 	// healthText is a row's health state as shown: ok, slow, or '' while
 	// the row has too few requests to judge.
 	function healthText(r) {
@@ -339,6 +368,7 @@
 		el.table.classList.toggle('no-cost', !hasCost);
 		el.table.classList.toggle('no-slo', !rows.some((r) => r.slo));
 		el.table.classList.toggle('no-usage', !rows.some((r) => r.usage_check));
+		el.table.classList.toggle('no-rl', !rows.some((r) => r.rate_limit));
 
 		const trs = rows.map((r) => {
 			const tr = document.createElement('tr');
