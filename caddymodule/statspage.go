@@ -30,8 +30,8 @@ func init() {
 //		tokentap_stats
 //	}
 //
-// Below the prefix, stats and stats/sketches are the JSON of the admin API
-// (docs/live-stats.md) and everything else is the page.
+// Below the prefix, stats, stats/sketches and stats/compare are the JSON of
+// the admin API (docs/live-stats.md) and everything else is the page.
 type StatsPage struct {
 	api AdminAPI
 }
@@ -58,6 +58,8 @@ func (s *StatsPage) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhtt
 		err = s.api.serveReport(w, r)
 	case "/stats/sketches":
 		err = s.api.serveSketches(w, r)
+	case "/stats/compare":
+		err = s.api.serveCompare(w, r)
 	default:
 		err = s.api.servePage(w, r)
 	}

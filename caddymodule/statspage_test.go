@@ -2,13 +2,20 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/tokentap/tokentap/internal/stats"
+	"github.com/tokentap/tokentap/internal/web"
 )
 
 // TestStatsPageOnASite serves the stats and the page from an ordinary site,
@@ -41,6 +48,7 @@ func TestStatsPageOnASite(t *testing.T) {
 		{"stats", "GET", "/tokentap/stats?window=1m", nil, 200, "application/json", `"version":1`},
 		{"sketches", "GET", "/tokentap/stats/sketches?window=1h", nil, 200, "application/json", `"version"`},
 		{"bad window", "GET", "/tokentap/stats?window=2m", nil, 400, "", ""},
+		{"compare, routed", "GET", "/tokentap/stats/compare?a=x&b=y&window=1m", nil, 400, "", ""},
 		{"wrong method", "POST", "/tokentap/stats", nil, 405, "", ""},
 		{"unknown asset", "GET", "/tokentap/nope.js", nil, 404, "", ""},
 	}
@@ -85,6 +93,47 @@ func TestStatsPageCaddyfile(t *testing.T) {
 			err := s.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("error %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestStatsPageRoutes: below its prefix the page handler answers the admin
+// API's JSON routes, the comparison included (the page fetches it by a
+// relative URL), and the page for everything else.
+func TestStatsPageRoutes(t *testing.T) {
+	now := time.Now()
+	s := stats.NewStore(stats.Options{})
+	compareTraffic(now, s, s, stats.NewStore(stats.Options{}))
+	page := &StatsPage{api: AdminAPI{store: s, page: web.Handler(), now: func() time.Time { return now }}}
+	tests := []struct {
+		name, target string
+		status       int
+		body         string
+	}{
+		{"stats", "/stats?window=5m", 200, `"model":"heavy"`},
+		{"sketches", "/stats/sketches?window=5m", 200, `"version"`},
+		{"compare", "/stats/compare?a=light&b=heavy&window=5m&cells=true", 200, `"ratio":"b/a"`},
+		{"compare without strata", "/stats/compare?a=light&b=heavy&window=1m", 400, "keeps no strata"},
+		{"compare, no such row", "/stats/compare?a=light&b=other", 400, "no row"},
+		{"the page", "/", 200, "<table"},
+		{"the script", "/page.js", 200, "use strict"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodGet, tt.target, nil)
+			err := page.ServeHTTP(w, r, nil)
+			status, body := w.Code, w.Body.String()
+			if err != nil {
+				var he caddyhttp.HandlerError
+				if !errors.As(err, &he) {
+					t.Fatalf("error %v is not a caddyhttp.HandlerError", err)
+				}
+				status, body = he.StatusCode, he.Err.Error()
+			}
+			if status != tt.status || !strings.Contains(body, tt.body) {
+				t.Errorf("status %d, body %.300s; want %d with %q", status, body, tt.status, tt.body)
 			}
 		})
 	}

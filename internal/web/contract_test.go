@@ -128,6 +128,109 @@ type statsMetric struct {
 	P99   *float64 `json:"p99,omitempty"`
 }
 
+// The comparison the page reads (GET /tokentap/stats/compare, version 1):
+// every ratio is B's quantile over A's. TestCompareContract holds these
+// types to stats.Comparison.
+
+type compareDoc struct {
+	Version       int             `json:"version"`
+	Window        string          `json:"window"`
+	WindowSeconds int             `json:"window_seconds"`
+	GeneratedAt   string          `json:"generated_at"`
+	Ratio         string          `json:"ratio"`
+	A             compareSide     `json:"a"`
+	B             compareSide     `json:"b"`
+	Metrics       []compareMetric `json:"metrics"`
+	Cells         []compareCell   `json:"cells,omitempty"`
+}
+
+// compareSide is one side's selector, the rows it matched and their
+// requests, all and those with a cell.
+type compareSide struct {
+	Selector   string         `json:"selector"`
+	Rows       []compareRowID `json:"rows"`
+	Requests   int64          `json:"requests"`
+	Stratified int64          `json:"stratified"`
+}
+
+type compareRowID struct {
+	Provider string            `json:"provider"`
+	Model    string            `json:"model"`
+	Labels   map[string]string `json:"labels"`
+	Overflow bool              `json:"overflow"`
+}
+
+// compareInterval is a ratio with its 95 % interval.
+type compareInterval struct {
+	Ratio float64 `json:"ratio"`
+	Low   float64 `json:"low"`
+	High  float64 `json:"high"`
+}
+
+// compareMetric is one metric's quantile compared: Fair is absent when
+// NotComparable says why, Naive when a side has no value.
+type compareMetric struct {
+	Metric        string           `json:"metric"`
+	Quantile      string           `json:"quantile"`
+	MinRequests   int64            `json:"min_requests"`
+	Fair          *compareInterval `json:"fair,omitempty"`
+	NotComparable string           `json:"not_comparable,omitempty"`
+	Naive         *float64         `json:"naive,omitempty"`
+	Cells         int              `json:"cells"`
+	SharedA       int64            `json:"shared_a"`
+	SharedB       int64            `json:"shared_b"`
+	CoverageA     float64          `json:"coverage_a"`
+	CoverageB     float64          `json:"coverage_b"`
+}
+
+// compareCell is one cell of (in-flight level x input size); the Max
+// fields are absent for the open-ended last bucket.
+type compareCell struct {
+	InflightMin int64               `json:"inflight_min"`
+	InflightMax int64               `json:"inflight_max,omitempty"`
+	InputMin    int64               `json:"input_min"`
+	InputMax    int64               `json:"input_max,omitempty"`
+	RequestsA   int64               `json:"requests_a"`
+	RequestsB   int64               `json:"requests_b"`
+	Metrics     []compareCellMetric `json:"metrics"`
+}
+
+// compareCellMetric is one metric's quantile in a cell: Ratio is absent
+// where the cell does not count.
+type compareCellMetric struct {
+	Metric   string           `json:"metric"`
+	Quantile string           `json:"quantile"`
+	CountA   int64            `json:"count_a"`
+	CountB   int64            `json:"count_b"`
+	A        float64          `json:"a,omitempty"`
+	B        float64          `json:"b,omitempty"`
+	Ratio    *compareInterval `json:"ratio,omitempty"`
+	Weight   float64          `json:"weight,omitempty"`
+}
+
+// metric finds one metric's quantile.
+func (d compareDoc) metric(name, q string) (compareMetric, bool) {
+	for _, m := range d.Metrics {
+		if m.Metric == name && m.Quantile == q {
+			return m, true
+		}
+	}
+	return compareMetric{}, false
+}
+
+func readCompareFixture(t *testing.T, name string) compareDoc {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d compareDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
+
 func readFixture(t *testing.T, name string) statsDoc {
 	t.Helper()
 	b, err := os.ReadFile(name)

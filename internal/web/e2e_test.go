@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,6 +220,48 @@ func TestPageEndToEnd(t *testing.T) {
 			if !slices.Equal(drawn, []string{"sim-fast", "sim-slow"}) {
 				t.Errorf("%s draws %v", id, drawn)
 			}
+		}
+	})
+
+	t.Run("the comparison of the two models shows what the API answers", func(t *testing.T) {
+		// The page's own options, so that its selectors are the ones tested.
+		pick := func(side, model string) string {
+			v := eval[string](t, b, `(s => { const o = [...s.options].find(o => o.textContent.startsWith(`+jsString(model+" ")+`)); if (!o) return ''; s.value = o.value; s.dispatchEvent(new Event('change')); return o.value; })(document.getElementById('compare-`+side+`'))`)
+			if v == "" {
+				t.Fatalf("the %s select offers no %s", side, model)
+			}
+			return v
+		}
+		a, bsel := pick("a", "sim-slow"), pick("b", "sim-fast")
+		b.waitFor(t, "the comparison", `document.getElementById('compare').dataset.state === 'ok'`, 15*time.Second)
+		resp, err := http.Get(admin + "/tokentap/stats/compare?window=5m&a=" + url.QueryEscape(a) + "&b=" + url.QueryEscape(bsel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cmp compareDoc
+		err = json.NewDecoder(resp.Body).Decode(&cmp)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET stats/compare: status %d, %v", resp.StatusCode, err)
+		}
+		for _, id := range []struct{ id, metric string }{{"compare-ttft", "time_to_first_token"}, {"compare-tps", "output_tokens_per_second"}} {
+			got := eval[[]renderedRatio](t, b, `(`+readRatios+`)(`+jsString(id.id)+`)`)
+			if len(got) != 2 {
+				t.Fatalf("%s: %d quantiles drawn", id.id, len(got))
+			}
+			for _, r := range got {
+				want := mustMetric(t, cmp, id.metric, r.Quantile)
+				t.Logf("%s %s: page fair %q %q; API fair %+v %q", id.id, r.Quantile, r.Fair, r.NotComparable, want.Fair, want.NotComparable)
+				switch {
+				case want.Fair != nil && r.Fair != fmt.Sprint(want.Fair.Ratio):
+					t.Errorf("%s %s: fair %q on the page, %v from the API", id.id, r.Quantile, r.Fair, want.Fair.Ratio)
+				case want.Fair == nil && r.NotComparable != "not comparable: "+want.NotComparable:
+					t.Errorf("%s %s: %q on the page, the API says not comparable: %s", id.id, r.Quantile, r.NotComparable, want.NotComparable)
+				}
+			}
+		}
+		if n := eval[int](t, b, `document.querySelectorAll('#compare-tps-cells g.cell').length`); n == 0 {
+			t.Error("no cell drawn")
 		}
 	})
 

@@ -28,11 +28,22 @@ type fakeStats struct {
 	doc     *statsDoc
 	raw     string
 	windows []string
+
+	// GET stats/compare: the comparison or the raw body to answer, and
+	// the queries asked.
+	compareStatus int
+	compareDoc    *compareDoc
+	compareRaw    string
+	compares      []url.Values
 }
 
 var windowSeconds = map[string]int{"1m": 60, "5m": 300, "1h": 3600, "24h": 86400}
 
 func (f *fakeStats) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/stats/compare") {
+		f.serveCompareHTTP(w, r)
+		return
+	}
 	window := r.URL.Query().Get("window")
 	f.mu.Lock()
 	f.windows = append(f.windows, window)
@@ -68,6 +79,55 @@ func (f *fakeStats) fail(status int, body string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.status, f.doc, f.raw = status, nil, body
+}
+
+// serveCompareHTTP plays GET stats/compare as the real API does for the
+// window: 400 for a window without strata, else the comparison set, with
+// the window asked for.
+func (f *fakeStats) serveCompareHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f.mu.Lock()
+	f.compares = append(f.compares, q)
+	status, raw := f.compareStatus, f.compareRaw
+	var doc compareDoc
+	if f.compareDoc != nil {
+		doc = *f.compareDoc
+	}
+	f.mu.Unlock()
+
+	w.Header().Set("Content-Type", "application/json")
+	window := q.Get("window")
+	if window != "5m" && window != "1h" {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":"window %s keeps no strata: compare in 5m or 1h"}`, window)
+		return
+	}
+	if raw != "" {
+		w.WriteHeader(status)
+		w.Write([]byte(raw))
+		return
+	}
+	doc.Window, doc.WindowSeconds = window, windowSeconds[window]
+	json.NewEncoder(w).Encode(doc)
+}
+
+func (f *fakeStats) serveCompare(d compareDoc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.compareStatus, f.compareDoc, f.compareRaw = http.StatusOK, &d, ""
+}
+
+func (f *fakeStats) failCompare(status int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.compareStatus, f.compareDoc, f.compareRaw = status, nil, body
+}
+
+// compareQueries returns the queries of stats/compare so far.
+func (f *fakeStats) compareQueries() []url.Values {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.compares)
 }
 
 func (f *fakeStats) lastWindow() string {
@@ -140,6 +200,7 @@ func TestPage(t *testing.T) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/tokentap/stats", api)
+	mux.Handle("/tokentap/stats/compare", api)
 	mux.Handle("/tokentap/", http.StripPrefix("/tokentap", web.Handler()))
 	guard := &adminGuard{next: mux}
 	srv := httptest.NewServer(guard)
@@ -615,6 +676,10 @@ func TestPage(t *testing.T) {
 			}
 		}},
 	}
+	// The comparison's steps run on the fixture in the 5m window, before
+	// the steps that sort and change the window.
+	at := slices.IndexFunc(steps, func(s pageStep) bool { return s.name == "clicking a heading sorts by that column" })
+	steps = slices.Insert(steps, at, compareSteps(t, b, api)...)
 	for _, s := range steps {
 		if !t.Run(s.name, s.run) {
 			break // the later steps build on this one

@@ -1,6 +1,7 @@
 // tokentap's live comparison page: polls the admin API's stats endpoint
 // (relative URL, so the page works wherever it is mounted, normally
-// /tokentap/) and renders the comparison table and the distribution charts.
+// /tokentap/) and renders the comparison table and the distribution charts,
+// and, for two rows the user picks, their fair comparison (stats/compare).
 //
 // Plain JavaScript with no dependencies and no build step: the page is
 // served from the binary, offline, under a Content-Security-Policy that
@@ -162,6 +163,12 @@
 		title: document.getElementById('table-title'),
 		raw: document.getElementById('raw-link'),
 		windows: document.querySelectorAll('input[name="window"]'),
+		compare: document.getElementById('compare'),
+		compareA: document.getElementById('compare-a'),
+		compareB: document.getElementById('compare-b'),
+		compareMessage: document.getElementById('compare-message'),
+		compareResult: document.getElementById('compare-result'),
+		compareSides: document.getElementById('compare-sides'),
 	};
 
 	const state = {
@@ -175,6 +182,9 @@
 		seq: 0, // the latest request; older answers are dropped
 		timer: 0,
 		colours: new Map(), // row key -> palette index, stable across refreshes and sorts
+		// The comparison of two rows: their selectors (kept in the
+		// address as a and b), the last answer and the latest request.
+		compare: { a: params.get('a') || '', b: params.get('b') || '', data: null, seq: 0, loads: 0, choices: '' },
 	};
 
 	// ---- formatting ----
@@ -730,6 +740,429 @@
 		}
 	}
 
+	// ---- comparing two rows ----
+
+	// The windows that keep strata, and so can compare (stats.HasStrata).
+	const STRATA_WINDOWS = new Set(['5m', '1h']);
+
+	// The comparison's two panels: per metric, which side of 1 is B faster.
+	const COMPARE_METRICS = [
+		{ id: 'compare-ttft', metric: 'time_to_first_token', what: 'time to first token', lowerIsBetter: true },
+		{ id: 'compare-tps', metric: 'output_tokens_per_second', what: 'output tokens/s', lowerIsBetter: false },
+	];
+	const COMPARE_QUANTILES = ['p50', 'p95'];
+	// The quantile the cell grids show: p95 seldom has enough requests per
+	// cell; its ratios are in each cell's tooltip.
+	const CELL_QUANTILE = 'p50';
+
+	// rowSelector is the selector (stats.ParseSelector) that picks the row:
+	// its provider, model and every label. null for a row no selector can
+	// name: the overflow row, and names holding a comma, a label name
+	// holding "=", or spaces the selector's terms would trim.
+	function rowSelector(r) {
+		if (r.overflow || !str(r.model) || !str(r.provider)) return null;
+		const labels = r.labels && typeof r.labels === 'object' ? r.labels : {};
+		const parts = [['provider', str(r.provider)], ['model', str(r.model)]];
+		for (const k of Object.keys(labels).sort()) {
+			if (!k || k.includes('=')) return null;
+			parts.push(['label:' + k, str(labels[k])]);
+		}
+		for (const [name, value] of parts) {
+			if (!value || (name + value).includes(',') || (name + '=' + value).trim() !== name + '=' + value) return null;
+		}
+		return parts.map(([name, value]) => name + '=' + value).join(',');
+	}
+
+	// rowName is a row as the choices and the comparison name it.
+	function rowName(r) {
+		const l = labelText(r.labels);
+		return str(r.model) + (l ? ' (' + l + ')' : '') + ' \u00b7 ' + str(r.provider);
+	}
+
+	// renderCompareChoices offers the current rows in both selects, in a
+	// fixed order (not the table's, which moves with every refresh), keeping
+	// each choice. A choice from the address that no row matches stays,
+	// marked, so a shared link still says what it compares. The options are
+	// rebuilt only when they change, so an open select stays open.
+	function renderCompareChoices() {
+		const options = [];
+		const seen = new Set();
+		for (const r of state.rows) {
+			const sel = rowSelector(r);
+			if (sel === null || seen.has(sel)) continue;
+			seen.add(sel);
+			options.push({ sel, name: rowName(r), key: rowKey(r) });
+		}
+		options.sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
+		for (const v of [state.compare.a, state.compare.b]) {
+			if (v && !seen.has(v)) {
+				seen.add(v);
+				options.push({ sel: v, name: v + ' (no such row in this window)' });
+			}
+		}
+		const sig = JSON.stringify(options.map((o) => [o.sel, o.name]));
+		if (sig === state.compare.choices) return;
+		state.compare.choices = sig;
+		for (const [select, value] of [[el.compareA, state.compare.a], [el.compareB, state.compare.b]]) {
+			const none = document.createElement('option');
+			none.value = '';
+			none.textContent = 'choose a row\u2026';
+			select.replaceChildren(none, ...options.map((o) => {
+				const opt = document.createElement('option');
+				opt.value = o.sel;
+				opt.textContent = o.name;
+				return opt;
+			}));
+			select.value = value;
+		}
+	}
+
+	function setCompare(side, value) {
+		state.compare[side] = value;
+		const url = new URL(location.href);
+		if (value) url.searchParams.set(side, value);
+		else url.searchParams.delete(side);
+		history.replaceState(null, '', url);
+		loadCompare();
+	}
+
+	// compareState shows a message in place of the comparison: kind is the
+	// section's data-state (pick, same, window, loading, error).
+	function compareState(kind, text) {
+		el.compare.dataset.state = kind;
+		el.compareMessage.textContent = text;
+		el.compareMessage.hidden = !text;
+		el.compareMessage.dataset.kind = kind;
+		if (kind !== 'loading') {
+			el.compareResult.hidden = true;
+			state.compare.data = null;
+		}
+	}
+
+	// loadCompare asks for the comparison of the chosen rows in the current
+	// window, with its cells; the page's refresh calls it after each good
+	// stats answer.
+	async function loadCompare() {
+		const c = state.compare;
+		const seq = ++c.seq;
+		if (!c.a || !c.b) {
+			compareState('pick', 'Choose a row as A and one as B to compare them on the conditions both saw.');
+			return;
+		}
+		if (c.a === c.b) {
+			compareState('same', 'A and B are the same row: choose two different rows.');
+			return;
+		}
+		if (!STRATA_WINDOWS.has(state.window)) {
+			compareState('window', 'The last ' + describeWindow(WINDOWS[state.window]) + ' keeps no strata, so it cannot compare fairly: choose 5 min or 1 hour.');
+			return;
+		}
+		if (!c.data) compareState('loading', 'Comparing\u2026');
+		const ctl = new AbortController();
+		const timeout = setTimeout(() => ctl.abort(), FETCH_TIMEOUT_MS);
+		let data = null;
+		let error = '';
+		try {
+			const q = 'a=' + encodeURIComponent(c.a) + '&b=' + encodeURIComponent(c.b) + '&window=' + encodeURIComponent(state.window) + '&cells=true';
+			const resp = await fetch('stats/compare?' + q, { cache: 'no-store', headers: { Accept: 'application/json' }, signal: ctl.signal });
+			const text = await resp.text();
+			if (!resp.ok) throw new Error('HTTP ' + resp.status + apiMessage(text));
+			try {
+				data = JSON.parse(text);
+			} catch {
+				throw new Error('the answer is not JSON');
+			}
+			if (!data || typeof data !== 'object' || !Array.isArray(data.metrics)) throw new Error('the answer is not a comparison (no metrics)');
+			if (data.version !== 1) throw new Error('the answer is comparison version ' + data.version + ', and this page reads version 1');
+		} catch (err) {
+			data = null;
+			if (err.name === 'AbortError') error = 'no answer within ' + FETCH_TIMEOUT_MS / 1000 + NNBSP + 's';
+			else if (err instanceof TypeError) error = 'the admin API is unreachable (' + err.message + ')';
+			else error = err.message;
+		} finally {
+			clearTimeout(timeout);
+		}
+		if (seq !== c.seq) return; // a newer choice or refresh took over
+		if (!data) {
+			compareState('error', 'Cannot compare: ' + error + '.');
+			return;
+		}
+		c.data = data;
+		c.loads++;
+		el.compare.dataset.loads = String(c.loads);
+		el.compare.dataset.state = 'ok';
+		el.compareMessage.hidden = true;
+		el.compareMessage.textContent = '';
+		el.compareResult.hidden = false;
+		renderCompare();
+	}
+
+	function renderCompare() {
+		const data = state.compare.data;
+		if (!data) return;
+		const side = (name, s) => {
+			const span = document.createElement('span');
+			span.className = 'compare-side';
+			span.dataset.side = name;
+			const rows = Array.isArray(s.rows) ? s.rows : [];
+			const b = document.createElement('strong');
+			b.textContent = name + ': ';
+			const sw = document.createElement('span');
+			sw.className = 'swatch';
+			sw.setAttribute('aria-hidden', 'true');
+			if (rows.length === 1) sw.style.background = colourOf(rows[0]);
+			span.append(b, sw, rows.length === 1 ? rowName(rows[0]) : str(s.selector) + ' (' + rows.length + ' rows)',
+				', ' + fmtCount(finite(s.requests) || 0) + ' requests, ' + fmtCount(finite(s.stratified) || 0) + ' with a cell');
+			return span;
+		};
+		el.compareSides.replaceChildren(side('A', data.a || {}), ' \u00b7 ', side('B', data.b || {}),
+			' \u00b7 over the last ' + describeWindow(finite(data.window_seconds) || WINDOWS[state.window]));
+		for (const spec of COMPARE_METRICS) {
+			const metrics = COMPARE_QUANTILES.map((q) => data.metrics.find((m) => m && m.metric === spec.metric && m.quantile === q) || null);
+			renderRatios(spec, metrics);
+			renderCompareTable(spec, metrics);
+			renderCells(spec, Array.isArray(data.cells) ? data.cells : []);
+		}
+	}
+
+	// interval reads a {ratio, low, high}, or null.
+	function interval(v) {
+		if (!v || typeof v !== 'object') return null;
+		const r = { ratio: finite(v.ratio), low: finite(v.low), high: finite(v.high) };
+		return r.ratio > 0 && r.low > 0 && r.high > 0 ? r : null;
+	}
+
+	// verdict reads an interval: B faster or slower when the whole 95 %
+	// interval is on one side of 1, else no clear difference.
+	function verdict(spec, iv) {
+		if (!iv) return '';
+		const below = iv.high < 1;
+		const above = iv.low > 1;
+		if (!below && !above) return 'no clear difference';
+		return below === spec.lowerIsBetter ? 'faster' : 'slower';
+	}
+
+	const VERDICT_COLOUR = { faster: '#0072b2', slower: '#d55e00', 'no clear difference': '#6e6e6e' };
+
+	// fmtRatio shows a ratio to three significant digits.
+	function fmtRatio(v) {
+		if (v >= 1000) return fixed(v, 0);
+		return String(Number(v.toPrecision(3)));
+	}
+
+	// ratioTicks picks the axis's ticks: 1 and round ratios and their
+	// inverses up to the axis's end, at least minPx apart.
+	function ratioTicks(limit, x, minPx) {
+		const round = [1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000].filter((v) => v <= limit * 1.0001);
+		const ticks = [1];
+		const fits = (v) => ticks.every((t) => Math.abs(x(t) - x(v)) >= minPx);
+		for (const v of [...round].reverse()) {
+			for (const t of [v, 1 / v]) if (fits(t)) ticks.push(t);
+		}
+		return ticks.sort((a, b) => a - b);
+	}
+
+	// renderRatios draws each quantile's fair ratio with its 95 % interval
+	// and the naive ratio, on a log axis symmetric about 1, the side where
+	// B is faster labelled.
+	function renderRatios(spec, metrics) {
+		const svg = document.getElementById(spec.id);
+		if (!svg) return;
+		const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 600));
+		const labelW = 34;
+		const valueW = 132;
+		const x0 = labelW + 4;
+		const x1 = width - valueW;
+		const top = 18;
+		const rowH = 24;
+		const axisH = 18;
+		const height = top + COMPARE_QUANTILES.length * rowH + axisH;
+		svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+		svg.setAttribute('height', String(height));
+
+		let extent = Math.log(1.25);
+		for (const m of metrics) {
+			if (!m) continue;
+			const iv = interval(m.fair);
+			const naive = finite(m.naive);
+			for (const v of [iv && iv.low, iv && iv.high, naive]) if (v > 0) extent = Math.max(extent, Math.abs(Math.log(v)));
+		}
+		const limit = [1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000].find((v) => Math.log(v) >= extent * 1.05) || Math.exp(extent * 1.05);
+		const mid = (x0 + x1) / 2;
+		const x = (v) => mid + ((x1 - x0) / 2) * clamp(Math.log(v) / Math.log(limit), -1, 1);
+		const yAxis = top + COMPARE_QUANTILES.length * rowH;
+		const parts = [];
+		const fasterLeft = spec.lowerIsBetter;
+		parts.push(svgEl('text', { class: 'side', x: x0, y: 11, 'text-anchor': 'start' }, '\u2190 B ' + (fasterLeft ? 'faster' : 'slower')));
+		parts.push(svgEl('text', { class: 'side', x: x1, y: 11, 'text-anchor': 'end' }, 'B ' + (fasterLeft ? 'slower' : 'faster') + ' \u2192'));
+		for (const t of ratioTicks(limit, x, 34)) {
+			parts.push(svgEl('line', { class: t === 1 ? 'one' : 'grid', x1: x(t), x2: x(t), y1: top - 2, y2: yAxis }));
+			parts.push(svgEl('text', { class: 'axis', x: x(t), y: yAxis + 13, 'text-anchor': 'middle' }, t < 1 ? String(Number(t.toPrecision(2))) : fmtRatio(t)));
+		}
+		const summary = [];
+		metrics.forEach((m, i) => {
+			const q = COMPARE_QUANTILES[i];
+			const y = top + i * rowH + rowH / 2;
+			const g = svgEl('g', { 'data-quantile': q });
+			g.append(svgEl('text', { x: 0, y: y + 4 }, q));
+			const iv = m && interval(m.fair);
+			const naive = m ? finite(m.naive) : null;
+			if (!iv) {
+				const why = m && str(m.not_comparable) ? 'not comparable: ' + str(m.not_comparable) : 'not comparable';
+				g.dataset.notComparable = why;
+				g.append(svgEl('text', { class: 'nodata', x: x0 + 4, y: y + 4 }, why));
+				g.append(svgEl('title', {}, spec.what + ' ' + q + ': ' + why));
+				summary.push(q + ' ' + why);
+				parts.push(g);
+				return;
+			}
+			const v = verdict(spec, iv);
+			g.dataset.fair = String(iv.ratio);
+			g.dataset.low = String(iv.low);
+			g.dataset.high = String(iv.high);
+			g.dataset.verdict = v;
+			if (naive !== null && naive > 0) {
+				g.dataset.naive = String(naive);
+				// How far the conditions moved the naive ratio from the fair one.
+				g.append(svgEl('line', { class: 'shift', x1: x(naive), x2: x(iv.ratio), y1: y, y2: y }));
+			}
+			g.append(svgEl('rect', { class: 'fair', x: x(iv.low), y: y - 5, width: Math.max(2, x(iv.high) - x(iv.low)), height: 10, fill: VERDICT_COLOUR[v] }));
+			g.append(svgEl('line', { class: 'fair-mid', x1: x(iv.ratio), x2: x(iv.ratio), y1: y - 8, y2: y + 8 }));
+			if (naive !== null && naive > 0) {
+				const nx = x(naive);
+				g.append(svgEl('path', { class: 'naive', d: `M${nx.toFixed(1)} ${y - 6} L${(nx + 6).toFixed(1)} ${y} L${nx.toFixed(1)} ${y + 6} L${(nx - 6).toFixed(1)} ${y} Z` }));
+			}
+			const text = fmtRatio(iv.ratio) + (naive !== null ? ' \u00b7 naive ' + fmtRatio(naive) : '');
+			g.append(svgEl('text', { class: 'value', x: x1 + 10, y: y + 4 }, text));
+			const line = q + ': B/A ' + fmtRatio(iv.ratio) + ' (95 % ' + fmtRatio(iv.low) + '\u2013' + fmtRatio(iv.high) + '), B ' + v +
+				(naive !== null ? '; naive ' + fmtRatio(naive) : '');
+			g.append(svgEl('title', {}, spec.what + ' ' + line));
+			summary.push(line);
+			parts.push(g);
+		});
+		svg.setAttribute('aria-label', spec.what + ', B over A on a log scale (' + (fasterLeft ? 'below' : 'above') + ' 1: B faster): ' + summary.join('; '));
+		svg.replaceChildren(...parts);
+	}
+
+	function renderCompareTable(spec, metrics) {
+		const tbody = document.querySelector('#' + spec.id + '-table tbody');
+		if (!tbody) return;
+		tbody.replaceChildren(...metrics.map((m, i) => {
+			const tr = document.createElement('tr');
+			tr.dataset.quantile = COMPARE_QUANTILES[i];
+			const td = (col, text, value) => {
+				const c = document.createElement('td');
+				c.dataset.col = col;
+				c.textContent = text;
+				if (value !== undefined) c.dataset.value = value === null ? '' : String(value);
+				tr.append(c);
+				return c;
+			};
+			const th = document.createElement('th');
+			th.scope = 'row';
+			th.dataset.type = 'text';
+			th.textContent = COMPARE_QUANTILES[i];
+			tr.append(th);
+			const iv = m && interval(m.fair);
+			const naive = m ? finite(m.naive) : null;
+			if (iv) {
+				const v = verdict(spec, iv);
+				td('verdict', v).dataset.type = 'text';
+				td('fair', fmtRatio(iv.ratio), iv.ratio);
+				td('interval', fmtRatio(iv.low) + '\u2013' + fmtRatio(iv.high));
+			} else {
+				const c = td('fair', m && str(m.not_comparable) ? 'not comparable: ' + str(m.not_comparable) : 'not comparable', null);
+				c.colSpan = 3;
+				c.className = 'not-comparable';
+				c.dataset.type = 'text';
+			}
+			td('naive', naive === null ? DASH : fmtRatio(naive), naive);
+			for (const s of ['a', 'b']) {
+				const cov = m ? finite(m['coverage_' + s]) : null;
+				const c = td('coverage_' + s, cov === null ? DASH : fmtPercent(cov), cov);
+				if (m) c.title = fmtCount(finite(m['shared_' + s]) || 0) + ' requests in the ' + (finite(m.cells) || 0) + ' cells both share (a cell needs ' + (finite(m.min_requests) || 0) + ' of each side)';
+			}
+			return tr;
+		}));
+	}
+
+	// inputText writes an input bucket as <512, 512–1k, 1k–2k or 32k+.
+	function inputText(c) {
+		const k = (v) => (v >= 1024 ? v / 1024 + 'k' : String(v));
+		const lo = finite(c.input_min);
+		const hi = finite(c.input_max);
+		if (hi === null) return k(lo) + '+';
+		if (lo === 0) return '<' + k(hi + 1);
+		return k(lo) + '\u2013' + k(hi + 1);
+	}
+
+	// renderCells draws the cells as a grid of requests in flight (rows) by
+	// input tokens (columns), each with both sides' requests and the cell's
+	// ratio at CELL_QUANTILE, the cells that do not count greyed.
+	function renderCells(spec, cells) {
+		const svg = document.getElementById(spec.id + '-cells');
+		if (!svg) return;
+		const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 600));
+		const inflight = new Map();
+		const inputs = new Map();
+		for (const c of cells) {
+			inflight.set(finite(c.inflight_min), inflightText(c));
+			inputs.set(finite(c.input_min), inputText(c));
+		}
+		if (cells.length === 0) {
+			svg.setAttribute('viewBox', `0 0 ${width} 24`);
+			svg.setAttribute('height', '24');
+			svg.setAttribute('aria-label', 'No cells');
+			svg.replaceChildren(svgEl('text', { class: 'nodata', x: 0, y: 16 }, 'No request of either side has a cell yet.'));
+			return;
+		}
+		const rowsOrder = [...inflight.keys()].sort((a, b) => a - b);
+		const colsOrder = [...inputs.keys()].sort((a, b) => a - b);
+		const left = 70;
+		const top = 30;
+		const cellH = 32;
+		const cellW = Math.min(110, (width - left) / colsOrder.length);
+		const height = top + rowsOrder.length * cellH + 2;
+		svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+		svg.setAttribute('height', String(height));
+		const parts = [
+			svgEl('text', { class: 'axis', x: 0, y: 10 }, 'Cells, ' + CELL_QUANTILE),
+			svgEl('text', { class: 'axis', x: left, y: 10 }, 'input tokens \u2192'),
+			svgEl('text', { class: 'axis', x: 0, y: top - 6 }, 'in flight \u2193'),
+		];
+		colsOrder.forEach((lo, j) => parts.push(svgEl('text', { class: 'axis', x: left + (j + 0.5) * cellW, y: top - 6, 'text-anchor': 'middle' }, inputs.get(lo))));
+		rowsOrder.forEach((lo, i) => parts.push(svgEl('text', { class: 'axis', x: left - 8, y: top + (i + 0.5) * cellH + 4, 'text-anchor': 'end' }, inflight.get(lo))));
+		const counted = [];
+		const thin = [];
+		for (const c of cells) {
+			const i = rowsOrder.indexOf(finite(c.inflight_min));
+			const j = colsOrder.indexOf(finite(c.input_min));
+			const ms = Array.isArray(c.metrics) ? c.metrics.filter((m) => m && m.metric === spec.metric) : [];
+			const m = ms.find((x) => x.quantile === CELL_QUANTILE) || {};
+			const na = finite(m.count_a) || 0;
+			const nb = finite(m.count_b) || 0;
+			const iv = interval(m.ratio);
+			const where = inflight.get(finite(c.inflight_min)) + ' in flight, ' + inputs.get(finite(c.input_min)) + ' tokens';
+			const g = svgEl('g', { class: 'cell' + (iv ? '' : ' thin'), 'data-inflight': inflight.get(finite(c.inflight_min)), 'data-input': inputs.get(finite(c.input_min)), 'data-a': na, 'data-b': nb, 'data-ratio': iv ? iv.ratio : '' });
+			const cx = left + j * cellW;
+			const cy = top + i * cellH;
+			const v = verdict(spec, iv);
+			g.append(svgEl('rect', { x: cx + 1, y: cy + 1, width: cellW - 2, height: cellH - 2, rx: 2, fill: iv ? VERDICT_COLOUR[v] : 'none' }));
+			g.append(svgEl('text', { class: 'ratio', x: cx + cellW / 2, y: cy + 14, 'text-anchor': 'middle' }, iv ? fmtRatio(iv.ratio) : DASH));
+			g.append(svgEl('text', { class: 'counts', x: cx + cellW / 2, y: cy + 26, 'text-anchor': 'middle' }, 'A ' + fmtCount(na) + ' \u00b7 B ' + fmtCount(nb)));
+			const detail = ms.map((x) => {
+				const r = interval(x.ratio);
+				return x.quantile + ' ' + (r ? fmtRatio(r.ratio) + ' (95 % ' + fmtRatio(r.low) + '\u2013' + fmtRatio(r.high) + ', weight ' + fmtPercent(finite(x.weight) || 0) + ')' : 'not counted');
+			}).join('; ');
+			g.append(svgEl('title', {}, where + ': A ' + na + ', B ' + nb + ' requests; B/A ' + detail));
+			(iv ? counted : thin).push(where + ': ' + (iv ? fmtRatio(iv.ratio) + ', ' : '') + 'A ' + na + ', B ' + nb);
+			parts.push(g);
+		}
+		svg.setAttribute('aria-label', spec.what + ' ' + CELL_QUANTILE + ' by cell, B over A. Counted: ' + (counted.join('; ') || 'none') +
+			'. Too few requests to count: ' + (thin.join('; ') || 'none') + '.');
+		svg.replaceChildren(...parts);
+	}
+
 	// ---- page state ----
 
 	function render() {
@@ -740,6 +1173,7 @@
 		for (const spec of CHARTS) renderChart(spec, rows);
 		for (const spec of SERIES_CHARTS) renderSeries(spec, rows);
 		for (const spec of INFLIGHT_CHARTS) renderInflight(spec, rows);
+		renderCompareChoices();
 	}
 
 	function showMessage(kind, text) {
@@ -888,8 +1322,10 @@
 			clearTimeout(timeout);
 		}
 		if (seq !== state.seq) return; // a newer request (a window change) took over
-		if (data) applyData(data);
-		else showError(error);
+		if (data) {
+			applyData(data);
+			loadCompare();
+		} else showError(error);
 		state.timer = setTimeout(tick, refreshSeconds * 1000);
 	}
 
@@ -926,6 +1362,8 @@
 		}
 		el.raw.href = 'stats?window=' + state.window;
 		el.raw.textContent = 'stats?window=' + state.window;
+		el.compareA.addEventListener('change', () => setCompare('a', el.compareA.value));
+		el.compareB.addEventListener('change', () => setCompare('b', el.compareB.value));
 		document.addEventListener('visibilitychange', () => {
 			if (!document.hidden) load();
 		});
@@ -935,6 +1373,7 @@
 			pending = requestAnimationFrame(() => {
 				const rows = sortedRows();
 				for (const spec of CHARTS) renderChart(spec, rows);
+				renderCompare();
 			});
 		});
 		render();
