@@ -224,7 +224,9 @@ func compareSteps(t *testing.T, b *browser, api *fakeStats) []pageStep {
 			for _, w := range []struct{ window, words string }{{"1m", "The last minute keeps no strata"}, {"24h", "The last 24 hours keeps no strata"}} {
 				before := len(api.compareQueries())
 				b.do(t, "choosing "+w.window, 10*time.Second, chromedp.Click(chromedp.CSS(`input[name="window"][value="`+w.window+`"]`)))
-				b.waitFor(t, "the no-strata message", `document.getElementById('compare').dataset.state === 'window'`, 10*time.Second)
+				// The state is 'window' already when one such window
+				// follows another: wait for this window's words.
+				b.waitFor(t, "the no-strata message", `document.getElementById('compare').dataset.state === 'window' && document.getElementById('compare-message').textContent.startsWith(`+jsString(w.words)+`)`, 10*time.Second)
 				if msg := eval[string](t, b, `document.getElementById('compare-message').textContent`); !strings.HasPrefix(msg, w.words) || !strings.Contains(msg, "5 min or 1 hour") {
 					t.Errorf("message %q, want %q and the windows that can compare", msg, w.words)
 				}

@@ -53,6 +53,9 @@ var fuzzTargets = []fuzzTarget{
 	{pkg: "internal/drift", name: "FuzzObserve", decoder: "the slowdown detector's per-request values"},
 	{pkg: "internal/recording", name: "FuzzRead", decoder: "recordings and mooncake traces (tokentap load --replay)"},
 	{pkg: "internal/loadgen", name: "FuzzRead", decoder: "tokentap load's reading of SSE streams, held to sse.Decoder"},
+	{pkg: "internal/ratelimit", name: "FuzzRead", decoder: "providers' rate limit response headers"},
+	{pkg: "internal/stats", name: "FuzzHistory", decoder: "the live stats' history restored at start (tokentap_history)"},
+	{pkg: "internal/drift", name: "FuzzDetectorState", decoder: "a slowdown detector's state in the history"},
 }
 
 // TestFuzzCoverage: every registered dialect and every streaming decoder
