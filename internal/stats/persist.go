@@ -249,46 +249,30 @@ func (sl *slice) appendHistory(b []byte, w Window, start time.Time) ([]byte, err
 // appendHistory appends the in-flight half's message: its window, its
 // start and, per bucket with a request, the count and sketches.
 func (sl *inflightSlice) appendHistory(b []byte, w Window, start time.Time) ([]byte, error) {
+	return appendHalf(b, w, start, sl.requests[:], sl.sketches[:])
+}
+
+// appendHistory appends the strata half's message as an in-flight half's,
+// each cell a bucket whose index is the cell.
+func (sl *strataSlice) appendHistory(b []byte, w Window, start time.Time) ([]byte, error) {
+	return appendHalf(b, w, start, sl.requests[:], sl.sketches[:])
+}
+
+// appendHalf appends a half's message: its window, its start and, per
+// bucket with a request, the bucket's index, count and sketches.
+func appendHalf(b []byte, w Window, start time.Time, requests []int64, sketches [][numInflightMetrics]*ddsketch.DDSketch) ([]byte, error) {
 	b = appendVarint(b, fieldSliceWindow, uint64(w))
 	b = appendVarint(b, fieldSliceStart, protowire.EncodeZigZag(start.UnixNano()))
 	var err error
-	for k := range sl.requests {
-		if sl.requests[k] == 0 {
+	for k := range requests {
+		if requests[k] == 0 {
 			continue
 		}
 		b = protowire.AppendTag(b, fieldSliceBucket, protowire.BytesType)
 		if b, err = appendMessage(b, func(m []byte) ([]byte, error) {
 			m = appendVarint(m, fieldBucketIndex, uint64(k))
-			m = appendVarint(m, fieldBucketRequests, uint64(sl.requests[k]))
-			for i, sk := range sl.sketches[k] {
-				if m, err = appendSketch(m, fieldBucketSketch, inflightMetrics[i], sk); err != nil {
-					return nil, err
-				}
-			}
-			return m, nil
-		}); err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-// appendHistory appends the strata half's message: its window, its start
-// and, per cell with a request, the count and sketches, each cell a
-// bucket whose index is the cell.
-func (sl *strataSlice) appendHistory(b []byte, w Window, start time.Time) ([]byte, error) {
-	b = appendVarint(b, fieldSliceWindow, uint64(w))
-	b = appendVarint(b, fieldSliceStart, protowire.EncodeZigZag(start.UnixNano()))
-	var err error
-	for c := range sl.requests {
-		if sl.requests[c] == 0 {
-			continue
-		}
-		b = protowire.AppendTag(b, fieldSliceBucket, protowire.BytesType)
-		if b, err = appendMessage(b, func(m []byte) ([]byte, error) {
-			m = appendVarint(m, fieldBucketIndex, uint64(c))
-			m = appendVarint(m, fieldBucketRequests, uint64(sl.requests[c]))
-			for i, sk := range sl.sketches[c] {
+			m = appendVarint(m, fieldBucketRequests, uint64(requests[k]))
+			for i, sk := range sketches[k] {
 				if m, err = appendSketch(m, fieldBucketSketch, inflightMetrics[i], sk); err != nil {
 					return nil, err
 				}

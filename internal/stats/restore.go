@@ -449,24 +449,8 @@ func (r *row) readSlice(b []byte, s *Store, now int64) (bool, error) {
 // readInflight reads an in-flight half's message into its place in r's
 // ring, if it is live at now.
 func (r *row) readInflight(b []byte, s *Store, now int64) error {
-	var buckets [numInflightBuckets][]byte
-	w, e, live, err := slicePlace(b, s, inflightHalf,
-		func(Window) int { return inflightHalves }, now,
-		func(num protowire.Number, typ protowire.Type, _ uint64, raw []byte) error {
-			if typ != protowire.BytesType || num != fieldSliceBucket {
-				return nil
-			}
-			k, err := bucketIndex(raw)
-			if err != nil {
-				return err
-			}
-			if buckets[k] != nil {
-				return fmt.Errorf("bucket %d given twice", k)
-			}
-			buckets[k] = raw
-			return nil
-		})
-	if err != nil || !live {
+	w, e, buckets, err := readHalf(b, s, now, numInflightBuckets)
+	if err != nil || buckets == nil {
 		return err
 	}
 	sl := &r.inflight[w][mod(e, inflightHalves)]
@@ -475,60 +459,115 @@ func (r *row) readInflight(b []byte, s *Store, now int64) error {
 	}
 	sl.epoch = e
 	for k, raw := range buckets {
-		if raw == nil {
-			continue
-		}
-		var sketches [numInflightMetrics][]byte
-		err := eachField(raw, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
-			switch {
-			case typ == protowire.VarintType && num == fieldBucketRequests:
-				if v > math.MaxInt64 {
-					return errors.New("negative count")
-				}
-				sl.requests[k] = int64(v)
-			case typ == protowire.BytesType && num == fieldBucketSketch:
-				return readSketchMsg(raw, sketches[:], func(m Metric) (int, bool) {
-					for i, im := range inflightMetrics {
-						if im == m {
-							return i, true
-						}
-					}
-					return 0, false
-				})
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("bucket %d: %v", k, err)
-		}
-		for i, raw := range sketches {
-			if raw == nil {
-				continue
-			}
-			m := inflightMetrics[i]
-			if sl.sketches[k][i], err = decodeSketchProto(raw, &inflightSketches, func() *ddsketch.DDSketch { return newInflightSketch(m) }); err != nil {
-				return fmt.Errorf("bucket %d, %s: %v", k, m, err)
+		if raw != nil {
+			if err := readBucket(raw, &sl.requests[k], &sl.sketches[k], &inflightSketches, newInflightSketch); err != nil {
+				return fmt.Errorf("bucket %d: %v", k, err)
 			}
 		}
 	}
 	return nil
 }
 
-func bucketIndex(b []byte) (int, error) {
-	k := uint64(numInflightBuckets)
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
-		if num == fieldBucketIndex && typ == protowire.VarintType {
-			k = v
+// readStrata reads a strata half's message into its place in r's strata,
+// if it is live at now; a window that keeps no strata is refused.
+func (r *row) readStrata(b []byte, s *Store, now int64) error {
+	w, e, cells, err := readHalf(b, s, now, numCells)
+	if err != nil || cells == nil {
+		return err
+	}
+	sw := strataWindow[w]
+	if sw < 0 {
+		return fmt.Errorf("window %s keeps no strata", w)
+	}
+	if r.strata == nil {
+		r.strata = newRowStrata()
+	}
+	sl := &r.strata.halves[sw][mod(e, inflightHalves)]
+	if sl.epoch != noEpoch {
+		return fmt.Errorf("window %s: two strata halves at %d", w, e)
+	}
+	sl.epoch = e
+	for c, raw := range cells {
+		if raw != nil {
+			if err := readBucket(raw, &sl.requests[c], &sl.sketches[c], &strataSketches, newStrataSketch); err != nil {
+				return fmt.Errorf("cell %d: %v", c, err)
+			}
+		}
+	}
+	return nil
+}
+
+// readHalf reads an in-flight or strata half's place and its buckets'
+// messages by index, each below n and given once; buckets is nil when the
+// half is not live at now.
+func readHalf(b []byte, s *Store, now int64, n int) (w Window, e int64, buckets [][]byte, err error) {
+	byIndex := make([][]byte, n)
+	w, e, live, err := slicePlace(b, s, inflightHalf,
+		func(Window) int { return inflightHalves }, now,
+		func(num protowire.Number, typ protowire.Type, _ uint64, raw []byte) error {
+			if typ != protowire.BytesType || num != fieldSliceBucket {
+				return nil
+			}
+			k := uint64(n)
+			if err := eachField(raw, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
+				if num == fieldBucketIndex && typ == protowire.VarintType {
+					k = v
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if k >= uint64(n) {
+				return fmt.Errorf("bucket %d of %d", k, n)
+			}
+			if byIndex[k] != nil {
+				return fmt.Errorf("bucket %d given twice", k)
+			}
+			byIndex[k] = raw
+			return nil
+		})
+	if err != nil || !live {
+		return w, e, nil, err
+	}
+	return w, e, byIndex, nil
+}
+
+// readBucket reads a bucket's count and its sketches of the in-flight
+// metrics, of kind, into requests and sketches.
+func readBucket(b []byte, requests *int64, sketches *[numInflightMetrics]*ddsketch.DDSketch, kind *sketchKind, newSketch func(Metric) *ddsketch.DDSketch) error {
+	var raws [numInflightMetrics][]byte
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+		switch {
+		case typ == protowire.VarintType && num == fieldBucketRequests:
+			if v > math.MaxInt64 {
+				return errors.New("negative count")
+			}
+			*requests = int64(v)
+		case typ == protowire.BytesType && num == fieldBucketSketch:
+			return readSketchMsg(raw, raws[:], func(m Metric) (int, bool) {
+				for i, im := range inflightMetrics {
+					if im == m {
+						return i, true
+					}
+				}
+				return 0, false
+			})
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if k >= numInflightBuckets {
-		return 0, fmt.Errorf("in-flight bucket %d", k)
+	for i, raw := range raws {
+		if raw == nil {
+			continue
+		}
+		m := inflightMetrics[i]
+		if sketches[i], err = decodeSketchProto(raw, kind, func() *ddsketch.DDSketch { return newSketch(m) }); err != nil {
+			return fmt.Errorf("%s: %v", m, err)
+		}
 	}
-	return int(k), nil
+	return nil
 }
 
 // readSketchMsg reads a sketch message into into at the place that index
@@ -656,84 +695,4 @@ func (s *Store) Empty() bool {
 		}
 	}
 	return true
-}
-
-// readStrata reads a strata half's message into its place in r's strata,
-// if it is live at now; a window that keeps no strata is refused.
-func (r *row) readStrata(b []byte, s *Store, now int64) error {
-	cells := map[int][]byte{}
-	w, e, live, err := slicePlace(b, s, inflightHalf,
-		func(Window) int { return inflightHalves }, now,
-		func(num protowire.Number, typ protowire.Type, _ uint64, raw []byte) error {
-			if typ != protowire.BytesType || num != fieldSliceBucket {
-				return nil
-			}
-			c := uint64(numCells)
-			if err := eachField(raw, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
-				if num == fieldBucketIndex && typ == protowire.VarintType {
-					c = v
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			if c >= numCells {
-				return fmt.Errorf("cell %d", c)
-			}
-			if cells[int(c)] != nil {
-				return fmt.Errorf("cell %d given twice", c)
-			}
-			cells[int(c)] = raw
-			return nil
-		})
-	if err != nil || !live {
-		return err
-	}
-	sw := strataWindow[w]
-	if sw < 0 {
-		return fmt.Errorf("window %s keeps no strata", w)
-	}
-	if r.strata == nil {
-		r.strata = newRowStrata()
-	}
-	sl := &r.strata.halves[sw][mod(e, inflightHalves)]
-	if sl.epoch != noEpoch {
-		return fmt.Errorf("window %s: two strata halves at %d", w, e)
-	}
-	sl.epoch = e
-	for c, raw := range cells {
-		var sketches [numInflightMetrics][]byte
-		err := eachField(raw, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
-			switch {
-			case typ == protowire.VarintType && num == fieldBucketRequests:
-				if v > math.MaxInt64 {
-					return errors.New("negative count")
-				}
-				sl.requests[c] = int64(v)
-			case typ == protowire.BytesType && num == fieldBucketSketch:
-				return readSketchMsg(raw, sketches[:], func(m Metric) (int, bool) {
-					for i, im := range inflightMetrics {
-						if im == m {
-							return i, true
-						}
-					}
-					return 0, false
-				})
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("cell %d: %v", c, err)
-		}
-		for i, raw := range sketches {
-			if raw == nil {
-				continue
-			}
-			m := inflightMetrics[i]
-			if sl.sketches[c][i], err = decodeSketchProto(raw, &strataSketches, func() *ddsketch.DDSketch { return newStrataSketch(m) }); err != nil {
-				return fmt.Errorf("cell %d, %s: %v", c, m, err)
-			}
-		}
-	}
-	return nil
 }
