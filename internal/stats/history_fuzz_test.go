@@ -34,6 +34,23 @@ func FuzzHistory(f *testing.F) {
 	f.Add(b)
 	empty, _ := newTestStore(0).MarshalHistory(now)
 	f.Add(empty)
+	// A row with strata cells and the counts that came later, and a
+	// history cut short, for the mutator to start from.
+	withStrata := newTestStore(2)
+	for i := range 12 {
+		smp := only(TimeToFirstToken, 0.2+float64(i%5)/10)
+		smp.Set(OutputTokensPerSecond, 30+float64(i%4))
+		smp.Set(InputTokens, float64(int64(300)<<(i%4)))
+		smp.Inflight = int64(1 + i%3)
+		smp.Buffered, smp.Throttled = i%4 == 0, i%5 == 0
+		record(withStrata, key("anthropic", "d"), smp, time.Duration(i)*time.Second)
+	}
+	strata, err := withStrata.MarshalHistory(now)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(strata)
+	f.Add(b[:len(b)/2])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		inputs := [][]byte{b}
 		if len(b) >= 4 {
