@@ -427,15 +427,31 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // writeMarkdown prints the suite's figures.
 func (r *suiteReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "## The public streaming suite\n\n")
-	fmt.Fprintf(w, "A role chunk, then %d content frames %g ms apart; stall = a gap over %g ms. Added = the path's quantile minus the direct line's.\n\n",
-		r.Frames, r.PaceMS, r.StallMS)
-	fmt.Fprintln(w, "| path | added first frame p50 / p99 (µs) | added gap p50 / p99 (µs) | streams sustained (frames/s) | added non-streamed p99 (µs) | RSS idle / steady / recovered (MiB) |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+	r.writeTables(w)
+}
+
+// writeSuiteResults prints a suite run as docs/BENCHMARKS.md shows it:
+// the run's machine and command, then the tables (TestBenchmarksSuiteDoc).
+func (rep *report) writeSuiteResults(w io.Writer) {
+	m := rep.Machine
+	fmt.Fprintf(w, "Run %s at commit %s. Machine: %s, %d CPUs, %.0f GiB, Linux %s, %s. Load average (1 min): %.2f at the start (5 min %.2f, 15 min %.2f), %.2f at the end. Run time %.0f s.\n\n",
+		rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Commit, m.CPU, m.CPUs, m.MemoryGiB, m.Kernel, m.Go,
+		rep.LoadAverage.Start, rep.LoadAverage.Start5, rep.LoadAverage.Start15, rep.LoadAverage.End, rep.Seconds)
+	fmt.Fprintf(w, "Command: `%s`.\n\n", rep.Command)
+	rep.Suite.writeTables(w)
+}
+
+// writeTables prints the per-path figures and the sweep.
+func (r *suiteReport) writeTables(w io.Writer) {
+	fmt.Fprintf(w, "A role chunk, then %d content frames %g ms apart; a stall is a gap over %g ms. %d streams per path one at a time, %d non-streamed requests per path one at a time, the sweep up to %d streams at once. Added: the path's quantile minus the direct line's, in µs.\n\n",
+		r.Frames, r.PaceMS, r.StallMS, r.Streams, r.Plain, r.MaxSweep)
+	fmt.Fprintln(w, "| path | added first frame p50 | p99 | added gap p50 | p99 | streams sustained | frames/s there | added non-streamed p99 | RSS idle MiB | steady | recovered |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	f := func(v *float64) string {
 		if v == nil {
 			return "–"
 		}
-		return fmt.Sprintf("%.0f", *v)
+		return fmt.Sprintf("%+.0f", *v)
 	}
 	m := func(v *float64) string {
 		if v == nil {
@@ -444,9 +460,21 @@ func (r *suiteReport) writeMarkdown(w io.Writer) {
 		return fmt.Sprintf("%.1f", *v)
 	}
 	for _, p := range r.Paths {
-		fmt.Fprintf(w, "| %s | %s / %s | %s / %s | %d (%.0f) | %s | %s / %s / %s |\n", cell(p.Path),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %d | %.0f | %s | %s | %s | %s |\n", cell(p.Path),
 			f(p.AddedFirstP50us), f(p.AddedFirstP99us), f(p.AddedGapP50us), f(p.AddedGapP99us),
 			p.Sustained, p.FramesPerSecond, f(p.AddedPlainP99us), m(p.IdleMiB), m(p.SteadyMiB), m(p.RecoveredMiB))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The sweep, path by path (a path leaves it at the first step it does not sustain):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| streams | path | failed | missing frames | stalled | longest wait ms | frames/s | sustained |")
+	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+	for _, c := range r.Sweep {
+		yes := "no"
+		if c.Sustained {
+			yes = "yes"
+		}
+		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %.1f | %.0f | %s |\n", c.Concurrency, cell(c.Path), c.Failed, c.Incomplete, c.Stalled, c.MaxGapMS, c.FramesPerSecond, yes)
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(r.Notes, "\n"))
