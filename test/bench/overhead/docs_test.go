@@ -26,8 +26,11 @@ const (
 	// The streaming suite's results, likewise, from the newest
 	// suite-<date>-<commit>.json.
 	suitePrefix = "suite-"
-	suiteBegin  = "<!-- suite results: rendered from the newest test/bench/results/suite- file; refresh with the command above -->"
-	suiteEnd    = "<!-- end of suite results -->"
+	// A/B series of two builds, ab-<date>-<commit>-vs-<commit>.json, are
+	// kept as data and rendered nowhere.
+	abPrefix   = "ab-"
+	suiteBegin = "<!-- suite results: rendered from the newest test/bench/results/suite- file; refresh with the command above -->"
+	suiteEnd   = "<!-- end of suite results -->"
 )
 
 // resultsName is how a run's results file is named: the UTC date it
@@ -54,6 +57,9 @@ func TestBenchmarksDoc(t *testing.T) {
 	for _, f := range files {
 		if strings.HasPrefix(filepath.Base(f), suitePrefix) {
 			continue // TestBenchmarksSuiteDoc's
+		}
+		if strings.HasPrefix(filepath.Base(f), abPrefix) {
+			continue // an A/B series of two builds (--compare --runs), kept as data
 		}
 		rep, err := readReport(f)
 		if err != nil {
