@@ -67,7 +67,7 @@ func TestPackageEdges(t *testing.T) {
 		},
 		{
 			name:      "the measuring, the framing and the stats need no OpenTelemetry",
-			pkgs:      under("sse", "internal/framing", "internal/meter", "internal/stats", "internal/live", "internal/drift", "internal/sink", "internal/cost", "internal/slo", "internal/capture", "internal/exchange/injectusage", "internal/simulator/stamp", "internal/ratelimit"),
+			pkgs:      under("sse", "internal/framing", "internal/meter", "internal/stats", "internal/live", "internal/drift", "internal/protofields", "internal/sink", "internal/cost", "internal/slo", "internal/capture", "internal/exchange/injectusage", "internal/simulator/stamp", "internal/ratelimit"),
 			forbidden: []string{otel},
 		},
 		{

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tokentap/tokentap/internal/protofields"
 )
 
 // A detector's state is written as protobuf-style tagged fields
@@ -78,14 +80,14 @@ func (d *Detector) AppendBinary(b []byte) ([]byte, error) {
 		b = protowire.AppendTag(b, fieldParams, protowire.BytesType)
 		b = protowire.AppendBytes(b, d.p.appendBinary(nil))
 	}
-	b = appendVarint(b, fieldRequests, uint64(d.requests))
-	b = appendVarint(b, fieldIgnored, uint64(d.ignored))
-	b = appendVarint(b, fieldState, uint64(d.state))
-	b = appendVarint(b, fieldSlowMask, uint64(d.slowMask))
+	b = protofields.AppendVarint(b, fieldRequests, uint64(d.requests))
+	b = protofields.AppendVarint(b, fieldIgnored, uint64(d.ignored))
+	b = protofields.AppendVarint(b, fieldState, uint64(d.state))
+	b = protofields.AppendVarint(b, fieldSlowMask, uint64(d.slowMask))
 	if !d.since.IsZero() {
-		b = appendVarint(b, fieldSince, protowire.EncodeZigZag(d.since.UnixNano()))
+		b = protofields.AppendVarint(b, fieldSince, protowire.EncodeZigZag(d.since.UnixNano()))
 	}
-	b = appendVarint(b, fieldSinceRequest, uint64(d.sinceRequest))
+	b = protofields.AppendVarint(b, fieldSinceRequest, uint64(d.sinceRequest))
 	if d.p.set {
 		for k := range d.sig {
 			b = protowire.AppendTag(b, fieldSignal, protowire.BytesType)
@@ -96,19 +98,19 @@ func (d *Detector) AppendBinary(b []byte) ([]byte, error) {
 }
 
 func (p *params) appendBinary(b []byte) []byte {
-	b = appendVarint(b, fieldBaseline, uint64(p.baseline))
-	b = appendVarint(b, fieldMinBaseline, uint64(p.minBaseline))
-	b = appendVarint(b, fieldLag, uint64(p.lag))
-	b = appendVarint(b, fieldCurrent, uint64(p.current))
-	b = appendDouble(b, fieldEvidence, p.evidence)
-	b = appendDouble(b, fieldCap, p.cap)
-	b = appendDouble(b, fieldRateDelta, p.sig[rate].delta)
-	b = appendDouble(b, fieldTTFTDelta, p.sig[ttft].delta)
+	b = protofields.AppendVarint(b, fieldBaseline, uint64(p.baseline))
+	b = protofields.AppendVarint(b, fieldMinBaseline, uint64(p.minBaseline))
+	b = protofields.AppendVarint(b, fieldLag, uint64(p.lag))
+	b = protofields.AppendVarint(b, fieldCurrent, uint64(p.current))
+	b = protofields.AppendDouble(b, fieldEvidence, p.evidence)
+	b = protofields.AppendDouble(b, fieldCap, p.cap)
+	b = protofields.AppendDouble(b, fieldRateDelta, p.sig[rate].delta)
+	b = protofields.AppendDouble(b, fieldTTFTDelta, p.sig[ttft].delta)
 	return b
 }
 
 func (g *signal) appendBinary(b []byte, k signalKind, p *params) []byte {
-	b = appendVarint(b, fieldSigKind, uint64(k))
+	b = protofields.AppendVarint(b, fieldSigKind, uint64(k))
 	b = protowire.AppendTag(b, fieldSigBase, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(4*g.baseN))
 	for _, v := range g.base[:g.baseN] {
@@ -116,33 +118,23 @@ func (g *signal) appendBinary(b []byte, k signalKind, p *params) []byte {
 	}
 	b = protowire.AppendTag(b, fieldSigBaseSeq, protowire.BytesType)
 	b = protowire.AppendBytes(b, g.baseSeq[:g.baseN])
-	b = appendVarint(b, fieldSigNextSeq, uint64(g.nextSeq))
+	b = protofields.AppendVarint(b, fieldSigNextSeq, uint64(g.nextSeq))
 	b = protowire.AppendTag(b, fieldSigRecent, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(4*p.lag))
 	for _, v := range g.recent[:p.lag] {
 		b = protowire.AppendFixed32(b, math.Float32bits(v))
 	}
-	b = appendVarint(b, fieldSigHead, uint64(g.recentHead))
-	b = appendVarint(b, fieldSigRecentN, uint64(g.recentN))
-	b = appendVarint(b, fieldSigDrop, uint64(g.drop))
+	b = protofields.AppendVarint(b, fieldSigHead, uint64(g.recentHead))
+	b = protofields.AppendVarint(b, fieldSigRecentN, uint64(g.recentN))
+	b = protofields.AppendVarint(b, fieldSigDrop, uint64(g.drop))
 	if g.slow {
-		b = appendVarint(b, fieldSigSlow, 1)
+		b = protofields.AppendVarint(b, fieldSigSlow, 1)
 	}
-	b = appendDouble(b, fieldSigEvidence, g.evidence)
-	b = appendDouble(b, fieldSigMed, g.med)
-	b = appendDouble(b, fieldSigInvVar, g.invVar)
-	b = appendDouble(b, fieldSigTolerance, g.tolerance)
+	b = protofields.AppendDouble(b, fieldSigEvidence, g.evidence)
+	b = protofields.AppendDouble(b, fieldSigMed, g.med)
+	b = protofields.AppendDouble(b, fieldSigInvVar, g.invVar)
+	b = protofields.AppendDouble(b, fieldSigTolerance, g.tolerance)
 	return b
-}
-
-func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
-}
-
-func appendDouble(b []byte, num protowire.Number, v float64) []byte {
-	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
-	return protowire.AppendFixed64(b, math.Float64bits(v))
 }
 
 // UnmarshalBinary replaces the detector's state with what AppendBinary
@@ -157,7 +149,7 @@ func (d *Detector) UnmarshalBinary(b []byte) error {
 	var since int64
 	var hasSince bool
 	var sigs [numSignals][]byte
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case num == fieldParams && typ == protowire.BytesType:
 			return n.p.unmarshalBinary(raw)
@@ -231,7 +223,7 @@ func (d *Detector) UnmarshalBinary(b []byte) error {
 
 func (p *params) unmarshalBinary(b []byte) error {
 	var rateDelta, ttftDelta float64
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
 		switch {
 		case typ == protowire.VarintType && num <= fieldCurrent:
 			if v > MaxBaseline {
@@ -265,7 +257,7 @@ func (p *params) unmarshalBinary(b []byte) error {
 
 func signalKindOf(b []byte) (signalKind, error) {
 	k := uint64(numSignals)
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
 		if num == fieldSigKind && typ == protowire.VarintType {
 			k = v
 		}
@@ -283,7 +275,7 @@ func signalKindOf(b []byte) (signalKind, error) {
 func (g *signal) unmarshalBinary(b []byte, p *params) error {
 	var base, seq, recent []byte
 	var next, head, recentN, drop uint64
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case typ == protowire.BytesType:
 			switch num {
@@ -364,40 +356,3 @@ func (g *signal) unmarshalBinary(b []byte, p *params) error {
 }
 
 func finite32(v float32) bool { return v == v && v <= math.MaxFloat32 && v >= -math.MaxFloat32 }
-
-// eachField calls f with each field of b: its number, type, value (for
-// varints and fixed ones) and bytes (for length-delimited ones), skipping
-// groups; malformed input is an error.
-func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v uint64
-		var raw []byte
-		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(b)
-		case protowire.Fixed32Type:
-			var x uint32
-			x, n = protowire.ConsumeFixed32(b)
-			v = uint64(x)
-		case protowire.Fixed64Type:
-			v, n = protowire.ConsumeFixed64(b)
-		case protowire.BytesType:
-			raw, n = protowire.ConsumeBytes(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := f(num, typ, v, raw); err != nil {
-			return err
-		}
-	}
-	return nil
-}

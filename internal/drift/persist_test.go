@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tokentap/tokentap/internal/protofields"
 )
 
 // persistRun feeds d n requests of a steady row whose rate falls to a
@@ -105,12 +107,12 @@ func TestDetectorPersistRefused(t *testing.T) {
 	}{
 		{"truncated", good[:len(good)-3]},
 		{"too long", make([]byte, MaxEncodedSize+1)},
-		{"state without parameters", appendVarint(nil, fieldRequests, 3)},
-		{"state 3", append(append([]byte(nil), good...), appendVarint(nil, fieldState, 3)...)},
-		{"ok while a signal is slow", append(append([]byte(nil), good...), appendVarint(nil, fieldState, uint64(OK))...)},
-		{"since after the requests", append(append([]byte(nil), good...), appendVarint(nil, fieldSinceRequest, 1<<40)...)},
-		{"lag 0", append(append([]byte(nil), good...), appendBytes(nil, fieldParams, appendVarint(append([]byte(nil), params...), fieldLag, 0))...)},
-		{"baseline 200", append(append([]byte(nil), good...), appendBytes(nil, fieldParams, appendVarint(append([]byte(nil), params...), fieldBaseline, 200))...)},
+		{"state without parameters", protofields.AppendVarint(nil, fieldRequests, 3)},
+		{"state 3", append(append([]byte(nil), good...), protofields.AppendVarint(nil, fieldState, 3)...)},
+		{"ok while a signal is slow", append(append([]byte(nil), good...), protofields.AppendVarint(nil, fieldState, uint64(OK))...)},
+		{"since after the requests", append(append([]byte(nil), good...), protofields.AppendVarint(nil, fieldSinceRequest, 1<<40)...)},
+		{"lag 0", append(append([]byte(nil), good...), protofields.AppendBytes(nil, fieldParams, protofields.AppendVarint(append([]byte(nil), params...), fieldLag, 0))...)},
+		{"baseline 200", append(append([]byte(nil), good...), protofields.AppendBytes(nil, fieldParams, protofields.AppendVarint(append([]byte(nil), params...), fieldBaseline, 200))...)},
 		{"a signal missing", onlyFirstSignal(good)},
 	}
 	for _, c := range cases {
@@ -126,16 +128,11 @@ func TestDetectorPersistRefused(t *testing.T) {
 	}
 }
 
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
-}
-
 // onlyFirstSignal drops every signal's message but the first.
 func onlyFirstSignal(b []byte) []byte {
 	var out []byte
 	signals := 0
-	_ = eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	_ = protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch typ {
 		case protowire.BytesType:
 			if num == fieldSignal {
@@ -143,9 +140,9 @@ func onlyFirstSignal(b []byte) []byte {
 					return nil
 				}
 			}
-			out = appendBytes(out, num, raw)
+			out = protofields.AppendBytes(out, num, raw)
 		case protowire.VarintType:
-			out = appendVarint(out, num, v)
+			out = protofields.AppendVarint(out, num, v)
 		}
 		return nil
 	})

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tokentap/tokentap/internal/drift"
+	"github.com/tokentap/tokentap/internal/protofields"
 )
 
 // historyEnd is the instant the populated store is written at.
@@ -296,20 +297,20 @@ func TestHistoryForwardCompatible(t *testing.T) {
 		{"slice", fieldSliceBucket}:   "bucket",
 		{"bucket", fieldBucketSketch}: "sketch",
 	}
-	future := appendString(nil, fieldSketchMetric, "time_to_last_token")
-	future = appendBytes(future, fieldSketchProto, []byte{0xff})
+	future := protofields.AppendString(nil, fieldSketchMetric, "time_to_last_token")
+	future = protofields.AppendBytes(future, fieldSketchProto, []byte{0xff})
 	var rewrite func(b []byte, in string) []byte
 	rewrite = func(b []byte, in string) []byte {
 		var out []byte
-		err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+		err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 			switch typ {
 			case protowire.BytesType:
 				if sub, ok := messages[field{in, num}]; ok {
 					raw = rewrite(raw, sub)
 				}
-				out = appendBytes(out, num, raw)
+				out = protofields.AppendBytes(out, num, raw)
 			case protowire.VarintType:
-				out = appendVarint(out, num, v)
+				out = protofields.AppendVarint(out, num, v)
 			case protowire.Fixed64Type:
 				out = protowire.AppendFixed64(protowire.AppendTag(out, num, typ), v)
 			default:
@@ -320,10 +321,10 @@ func TestHistoryForwardCompatible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = appendVarint(out, 99, 7)
-		out = appendBytes(out, 100, []byte("later"))
+		out = protofields.AppendVarint(out, 99, 7)
+		out = protofields.AppendBytes(out, 100, []byte("later"))
 		if in == "slice" {
-			out = appendBytes(out, fieldSliceSketch, future)
+			out = protofields.AppendBytes(out, fieldSliceSketch, future)
 		}
 		return out
 	}

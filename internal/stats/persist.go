@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tokentap/tokentap/internal/drift"
+	"github.com/tokentap/tokentap/internal/protofields"
 )
 
 // The history is the whole store written out, so that a restart does not
@@ -135,7 +136,7 @@ func (s *Store) MarshalHistory(now time.Time) ([]byte, error) {
 
 	b := append([]byte(nil), historyMagic...)
 	b = protowire.AppendVarint(b, HistoryVersion)
-	b = appendVarint(b, fieldTakenAt, protowire.EncodeZigZag(now.UnixNano()))
+	b = protofields.AppendVarint(b, fieldTakenAt, protowire.EncodeZigZag(now.UnixNano()))
 	t := s.since(now)
 	var err error
 	var msg []byte
@@ -147,7 +148,7 @@ func (s *Store) MarshalHistory(now time.Time) ([]byte, error) {
 			return nil, fmt.Errorf("row %s/%s: %v", r.key.Provider, r.key.Model, err)
 		}
 		if len(msg) > 0 {
-			b = appendBytes(b, fieldRow, msg)
+			b = protofields.AppendBytes(b, fieldRow, msg)
 		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b)), nil
@@ -157,18 +158,18 @@ func (s *Store) MarshalHistory(now time.Time) ([]byte, error) {
 // live at now (nanoseconds since the origin). The caller holds r.mu.
 func (r *row) appendHistory(b []byte, s *Store, now int64) ([]byte, error) {
 	start := len(b)
-	b = appendString(b, fieldRowProvider, r.key.Provider)
-	b = appendString(b, fieldRowModel, r.key.Model)
+	b = protofields.AppendString(b, fieldRowProvider, r.key.Provider)
+	b = protofields.AppendString(b, fieldRowModel, r.key.Model)
 	for _, l := range r.key.Labels {
 		var m []byte
-		m = appendString(m, fieldLabelName, l.Name)
-		m = appendString(m, fieldLabelValue, l.Value)
-		b = appendBytes(b, fieldRowLabel, m)
+		m = protofields.AppendString(m, fieldLabelName, l.Name)
+		m = protofields.AppendString(m, fieldLabelValue, l.Value)
+		b = protofields.AppendBytes(b, fieldRowLabel, m)
 	}
 	if r.overflow {
-		b = appendVarint(b, fieldRowOverflow, 1)
+		b = protofields.AppendVarint(b, fieldRowOverflow, 1)
 	}
-	b = appendVarint(b, fieldRowLast, protowire.EncodeZigZag(s.absolute(r.last).UnixNano()))
+	b = protofields.AppendVarint(b, fieldRowLast, protowire.EncodeZigZag(s.absolute(r.last).UnixNano()))
 	live := false
 	var err error
 	for w := range r.rings {
@@ -234,9 +235,9 @@ func (s *Store) absolute(t int64) time.Time { return s.origin.Add(time.Duration(
 // appendHistory appends the slice's message: its window, its start, its
 // counts and its sketches by metric name.
 func (sl *slice) appendHistory(b []byte, w Window, start time.Time) ([]byte, error) {
-	b = appendVarint(b, fieldSliceWindow, uint64(w))
-	b = appendVarint(b, fieldSliceStart, protowire.EncodeZigZag(start.UnixNano()))
-	b = appendBytes(b, fieldSliceCounts, sl.counts.appendHistory(nil))
+	b = protofields.AppendVarint(b, fieldSliceWindow, uint64(w))
+	b = protofields.AppendVarint(b, fieldSliceStart, protowire.EncodeZigZag(start.UnixNano()))
+	b = protofields.AppendBytes(b, fieldSliceCounts, sl.counts.appendHistory(nil))
 	var err error
 	for m, sk := range sl.sketches {
 		if b, err = appendSketch(b, fieldSliceSketch, Metric(m), sk); err != nil {
@@ -261,8 +262,8 @@ func (sl *strataSlice) appendHistory(b []byte, w Window, start time.Time) ([]byt
 // appendHalf appends a half's message: its window, its start and, per
 // bucket with a request, the bucket's index, count and sketches.
 func appendHalf(b []byte, w Window, start time.Time, requests []int64, sketches [][numInflightMetrics]*ddsketch.DDSketch) ([]byte, error) {
-	b = appendVarint(b, fieldSliceWindow, uint64(w))
-	b = appendVarint(b, fieldSliceStart, protowire.EncodeZigZag(start.UnixNano()))
+	b = protofields.AppendVarint(b, fieldSliceWindow, uint64(w))
+	b = protofields.AppendVarint(b, fieldSliceStart, protowire.EncodeZigZag(start.UnixNano()))
 	var err error
 	for k := range requests {
 		if requests[k] == 0 {
@@ -270,8 +271,8 @@ func appendHalf(b []byte, w Window, start time.Time, requests []int64, sketches 
 		}
 		b = protowire.AppendTag(b, fieldSliceBucket, protowire.BytesType)
 		if b, err = appendMessage(b, func(m []byte) ([]byte, error) {
-			m = appendVarint(m, fieldBucketIndex, uint64(k))
-			m = appendVarint(m, fieldBucketRequests, uint64(requests[k]))
+			m = protofields.AppendVarint(m, fieldBucketIndex, uint64(k))
+			m = protofields.AppendVarint(m, fieldBucketRequests, uint64(requests[k]))
 			for i, sk := range sketches[k] {
 				if m, err = appendSketch(m, fieldBucketSketch, inflightMetrics[i], sk); err != nil {
 					return nil, err
@@ -290,7 +291,7 @@ func appendHalf(b []byte, w Window, start time.Time, requests []int64, sketches 
 func (c *Counts) appendHistory(b []byte) []byte {
 	for _, f := range countFields(c) {
 		if *f.p != 0 {
-			b = appendVarint(b, f.num, uint64(*f.p))
+			b = protofields.AppendVarint(b, f.num, uint64(*f.p))
 		}
 	}
 	if c.CostUSD != 0 {
@@ -308,7 +309,7 @@ func appendSketch(b []byte, num protowire.Number, m Metric, sk *ddsketch.DDSketc
 	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return appendMessage(b, func(msg []byte) ([]byte, error) {
-		msg = appendString(msg, fieldSketchMetric, m.String())
+		msg = protofields.AppendString(msg, fieldSketchMetric, m.String())
 		msg = protowire.AppendTag(msg, fieldSketchProto, protowire.BytesType)
 		return appendMessage(msg, func(p []byte) ([]byte, error) { return sketchProto(p, sk) })
 	})
@@ -330,21 +331,6 @@ func appendMessage(b []byte, f func([]byte) ([]byte, error)) ([]byte, error) {
 	copy(m[start+size:], m[start:start+n])
 	protowire.AppendVarint(m[start:start], uint64(n))
 	return m, nil
-}
-
-func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
-}
-
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
-}
-
-func appendString(b []byte, num protowire.Number, v string) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, v)
 }
 
 // The longest encoding of each part, every field at its longest (a

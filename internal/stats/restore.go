@@ -11,6 +11,8 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tokentap/tokentap/internal/protofields"
 )
 
 // The reasons a history is not restored, as HistoryError.Reason says them
@@ -85,7 +87,7 @@ func (s *Store) RestoreHistory(b []byte, now time.Time) (int, error) {
 	st := staging{maxRows: s.maxRows, seen: map[string]bool{}}
 	first := true
 	var takenAt time.Time
-	err := eachField(body, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := protofields.Each(body, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		if first {
 			if num != fieldTakenAt || typ != protowire.VarintType {
 				return historyErr(HistoryCorrupt, "no time taken")
@@ -281,7 +283,7 @@ func (s *Store) readRow(b []byte, now time.Time) (*row, error) {
 	var last int64
 	var slices, halves, strata [][]byte
 	var health []byte
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case typ == protowire.BytesType && num == fieldRowProvider:
 			k.Provider = string(raw)
@@ -363,7 +365,7 @@ func (s *Store) readRow(b []byte, now time.Time) (*row, error) {
 
 func readLabel(b []byte) (Label, error) {
 	var l Label
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, _ uint64, raw []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, _ uint64, raw []byte) error {
 		if typ == protowire.BytesType {
 			switch num {
 			case fieldLabelName:
@@ -385,7 +387,7 @@ func slicePlace(b []byte, s *Store, length func(Window) int64, count func(Window
 	rest func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error) (w Window, e int64, live bool, err error) {
 	var haveW, haveStart bool
 	var start int64
-	err = eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err = protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case typ == protowire.VarintType && num == fieldSliceWindow:
 			if v >= uint64(numWindows) {
@@ -509,7 +511,7 @@ func readHalf(b []byte, s *Store, now int64, n int) (w Window, e int64, buckets 
 				return nil
 			}
 			k := uint64(n)
-			if err := eachField(raw, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
+			if err := protofields.Each(raw, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
 				if num == fieldBucketIndex && typ == protowire.VarintType {
 					k = v
 				}
@@ -536,7 +538,7 @@ func readHalf(b []byte, s *Store, now int64, n int) (w Window, e int64, buckets 
 // metrics, of kind, into requests and sketches.
 func readBucket(b []byte, requests *int64, sketches *[numInflightMetrics]*ddsketch.DDSketch, kind *sketchKind, newSketch func(Metric) *ddsketch.DDSketch) error {
 	var raws [numInflightMetrics][]byte
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error {
 		switch {
 		case typ == protowire.VarintType && num == fieldBucketRequests:
 			if v > math.MaxInt64 {
@@ -577,7 +579,7 @@ func readBucket(b []byte, requests *int64, sketches *[numInflightMetrics]*ddsket
 func readSketchMsg(b []byte, into [][]byte, index func(Metric) (int, bool)) error {
 	var name string
 	var proto []byte
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, _ uint64, raw []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, _ uint64, raw []byte) error {
 		if typ == protowire.BytesType {
 			switch num {
 			case fieldSketchMetric:
@@ -613,7 +615,7 @@ func readSketchMsg(b []byte, into [][]byte, index func(Metric) (int, bool)) erro
 // counts; fields it does not know are skipped.
 func (c *Counts) readHistory(b []byte) error {
 	var r Counts
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
+	err := protofields.Each(b, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) error {
 		if typ == protowire.Fixed64Type && num == fieldCountsCostUSD {
 			r.CostUSD = math.Float64frombits(v)
 			return nil
@@ -635,43 +637,6 @@ func (c *Counts) readHistory(b []byte) error {
 	sc := snapshotCounts(&r)
 	if *c, err = sc.counts(); err != nil {
 		return err
-	}
-	return nil
-}
-
-// eachField calls f with each field of b: its number, type, value (for
-// varints and fixed ones) and bytes (for length-delimited ones, a view of
-// b), skipping groups; malformed input is an error.
-func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v uint64, raw []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v uint64
-		var raw []byte
-		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(b)
-		case protowire.Fixed32Type:
-			var x uint32
-			x, n = protowire.ConsumeFixed32(b)
-			v = uint64(x)
-		case protowire.Fixed64Type:
-			v, n = protowire.ConsumeFixed64(b)
-		case protowire.BytesType:
-			raw, n = protowire.ConsumeBytes(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := f(num, typ, v, raw); err != nil {
-			return err
-		}
 	}
 	return nil
 }
