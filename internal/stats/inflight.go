@@ -107,17 +107,7 @@ func (r *row) recordInflight(s *Sample, t int64, ok *[NumMetrics]bool) {
 		return
 	}
 	b := inflightBucket(s.Inflight)
-	var index [numInflightMetrics]int
-	var have [numInflightMetrics]bool
-	for i, m := range inflightMetrics {
-		if have[i] = ok[m]; have[i] {
-			if s.values[m] == 0 {
-				index[i] = zeroIndex
-			} else {
-				index[i] = inflightMapping.Index(s.values[m])
-			}
-		}
-	}
+	index, have := bucketIndexes(s, ok, inflightMapping)
 	for w := range r.inflight {
 		e := floorDiv(t, inflightHalf(Window(w)))
 		sl := &r.inflight[w][mod(e, inflightHalves)]
@@ -128,20 +118,42 @@ func (r *row) recordInflight(s *Sample, t int64, ok *[NumMetrics]bool) {
 			sl.reset(e)
 		}
 		sl.requests[b]++
-		for i, m := range inflightMetrics {
-			if !have[i] {
-				continue
-			}
-			sk := sl.sketches[b][i]
-			if sk == nil {
-				sk = newInflightSketch(m)
-				sl.sketches[b][i] = sk
-			}
-			if index[i] == zeroIndex {
-				_ = sk.Add(0)
+		addToBucket(&sl.sketches[b], &index, &have, newInflightSketch)
+	}
+}
+
+// bucketIndexes is, for each in-flight metric s has a valid value of, its
+// bin index in mapping (zeroIndex for zero), computed once for every
+// window's bucket. The in-flight view and the strata share it.
+func bucketIndexes(s *Sample, ok *[NumMetrics]bool, mapping *mapping.LogarithmicMapping) (index [numInflightMetrics]int, have [numInflightMetrics]bool) {
+	for i, m := range inflightMetrics {
+		if have[i] = ok[m]; have[i] {
+			if s.values[m] == 0 {
+				index[i] = zeroIndex
 			} else {
-				sk.GetPositiveValueStore().Add(index[i])
+				index[i] = mapping.Index(s.values[m])
 			}
+		}
+	}
+	return index, have
+}
+
+// addToBucket adds a request's bin indexes to a bucket's sketches, making
+// each with newSketch the first time the bucket sees its metric.
+func addToBucket(sks *[numInflightMetrics]*ddsketch.DDSketch, index *[numInflightMetrics]int, have *[numInflightMetrics]bool, newSketch func(Metric) *ddsketch.DDSketch) {
+	for i, m := range inflightMetrics {
+		if !have[i] {
+			continue
+		}
+		sk := sks[i]
+		if sk == nil {
+			sk = newSketch(m)
+			sks[i] = sk
+		}
+		if index[i] == zeroIndex {
+			_ = sk.Add(0) // zero is always trackable
+		} else {
+			sk.GetPositiveValueStore().Add(index[i])
 		}
 	}
 }

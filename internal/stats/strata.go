@@ -147,17 +147,7 @@ func (r *row) recordStrata(s *Sample, t int64, ok *[NumMetrics]bool) {
 		r.strata = newRowStrata()
 	}
 	c := cellOf(inflightBucket(s.Inflight), inputBucket(s.values[InputTokens]))
-	var index [numInflightMetrics]int
-	var have [numInflightMetrics]bool
-	for i, m := range inflightMetrics {
-		if have[i] = ok[m]; have[i] {
-			if s.values[m] == 0 {
-				index[i] = zeroIndex
-			} else {
-				index[i] = strataMapping.Index(s.values[m])
-			}
-		}
-	}
+	index, have := bucketIndexes(s, ok, strataMapping)
 	for w, sw := range strataWindow {
 		if sw < 0 {
 			continue
@@ -171,21 +161,7 @@ func (r *row) recordStrata(s *Sample, t int64, ok *[NumMetrics]bool) {
 			sl.reset(e)
 		}
 		sl.requests[c]++
-		for i, m := range inflightMetrics {
-			if !have[i] {
-				continue
-			}
-			sk := sl.sketches[c][i]
-			if sk == nil {
-				sk = newStrataSketch(m)
-				sl.sketches[c][i] = sk
-			}
-			if index[i] == zeroIndex {
-				_ = sk.Add(0)
-			} else {
-				sk.GetPositiveValueStore().Add(index[i])
-			}
-		}
+		addToBucket(&sl.sketches[c], &index, &have, newStrataSketch)
 	}
 }
 
