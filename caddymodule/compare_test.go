@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -43,35 +42,6 @@ func compareTraffic(now time.Time, a, b, all *stats.Store) {
 	}
 }
 
-// serveFakeAdminAnyPort is serveFakeAdmin on a loopback port the system
-// picks; it returns the address.
-func serveFakeAdminAnyPort(t *testing.T, s *stats.Store) string {
-	t.Helper()
-	a := newTestAdminAPI(s, time.Now())
-	a.now = time.Now
-	mux := http.NewServeMux()
-	for _, r := range a.Routes() {
-		h := r.Handler
-		mux.HandleFunc(r.Pattern, func(w http.ResponseWriter, req *http.Request) {
-			if err := h.ServeHTTP(w, req); err != nil {
-				var apiErr caddy.APIError
-				errors.As(err, &apiErr)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(apiErr.HTTPStatus)
-				_ = json.NewEncoder(w).Encode(map[string]string{"error": apiErr.Err.Error()})
-			}
-		})
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return l.Addr().String()
-}
-
 // TestStatsCompare: `tokentap stats --compare` across two instances gives
 // what one instance that saw all their traffic gives, as JSON and as
 // text; equal speeds compare as 1 within the interval while the naive
@@ -80,7 +50,7 @@ func TestStatsCompare(t *testing.T) {
 	now := time.Now()
 	a, b, all := stats.NewStore(stats.Options{}), stats.NewStore(stats.Options{}), stats.NewStore(stats.Options{})
 	compareTraffic(now, a, b, all)
-	addrA, addrB, addrAll := serveFakeAdminAnyPort(t, a), serveFakeAdminAnyPort(t, b), serveFakeAdminAnyPort(t, all)
+	addrA, addrB, addrAll := serveFakeAdmin(t, "127.0.0.1:0", a), serveFakeAdmin(t, "127.0.0.1:0", b), serveFakeAdmin(t, "127.0.0.1:0", all)
 
 	args := []string{"--compare", "model=light", "model=heavy", "--strata"}
 	for _, format := range []string{"json", "text"} {

@@ -44,9 +44,10 @@ func runStatsCommand(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// serveFakeAdmin serves the admin API of store s on addr, with Caddy's
-// answer to an APIError, as a stand-in for another tokentap instance.
-func serveFakeAdmin(t *testing.T, addr string, s *stats.Store) {
+// serveFakeAdmin serves the admin API of store s on addr (port 0: one the
+// system picks), with Caddy's answer to an APIError, as a stand-in for
+// another tokentap instance; it returns the address it listens on.
+func serveFakeAdmin(t *testing.T, addr string, s *stats.Store) string {
 	t.Helper()
 	a := newTestAdminAPI(s, time.Now())
 	a.now = time.Now
@@ -70,6 +71,7 @@ func serveFakeAdmin(t *testing.T, addr string, s *stats.Store) {
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String()
 }
 
 // splitTraffic records the same requests into a (even ones), b (odd ones)
