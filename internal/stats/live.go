@@ -97,11 +97,11 @@ func readLive(rows []LiveRow) error {
 // WriteLive prints the requests in flight under the table, when there are
 // any: the present, where the table above is the window's.
 func WriteLive(out io.Writer, rep *Report) error {
-	var any bool
+	var inFlight bool
 	for i := range rep.Live {
-		any = any || rep.Live[i].InFlight > 0
+		inFlight = inFlight || rep.Live[i].InFlight > 0
 	}
-	if !any {
+	if !inFlight {
 		return nil
 	}
 	lines := [][]string{{"PROVIDER", "MODEL", "IN_FLIGHT", "WAITING", "RECEIVING", "STALLED"}}
