@@ -22,7 +22,7 @@ func (x *exchange) prepareCapture(r *http.Request) {
 	if len(values) > 0 {
 		r.Header.Del(CaptureHeader)
 	}
-	if !x.cfg.Capture {
+	if !x.mw.cfg.Capture {
 		return
 	}
 	for _, v := range values {
@@ -31,7 +31,7 @@ func (x *exchange) prepareCapture(r *http.Request) {
 			return
 		}
 	}
-	x.output = capture.NewOutput(int(x.cfg.MaxContentSize))
+	x.output = capture.NewOutput(int(x.mw.cfg.MaxContentSize))
 }
 
 // captureResponse hands the generated text to the capture and, when
@@ -45,11 +45,11 @@ func (x *exchange) captureResponse() {
 	if x.output != nil {
 		next = x.output
 	}
-	if x.check != nil || x.cfg.VerifyUsage.Sample() {
+	if x.check != nil || x.mw.cfg.VerifyUsage.Sample() {
 		if x.check == nil {
 			x.check = new(usagecheck.Checker)
 		}
-		x.check.Start(x.cfg.VerifyUsage, &x.m.M, next)
+		x.check.Start(x.mw.cfg.VerifyUsage, &x.m.M, next)
 		x.m.SetTextSink(x.check)
 		return
 	}
@@ -65,7 +65,7 @@ func (x *exchange) content(m *meter.Measurement) sink.Content {
 	if x.output == nil || !x.span.IsRecording() {
 		return sink.Content{}
 	}
-	max := int(x.cfg.MaxContentSize)
+	max := int(x.mw.cfg.MaxContentSize)
 	var body []byte
 	switch {
 	case x.fullBody != nil:

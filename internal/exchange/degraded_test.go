@@ -17,7 +17,7 @@ import (
 func TestDegradedLoggedOnce(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	mw := New(Config{Logger: zap.New(core)})
-	x := &exchange{mw: mw, cfg: &mw.cfg}
+	x := &exchange{mw: mw}
 	measurements := []meter.Measurement{
 		{Dialect: "bedrock_invoke", Degraded: 2, DegradedReason: "invoke_chunk_unknown", Request: meter.Request{Model: "example.new-model-v1:0"}},
 		{Dialect: "bedrock_invoke", Degraded: 1, DegradedReason: "invoke_chunk_unknown", Request: meter.Request{Model: "example.other-v1:0"}},

@@ -30,9 +30,8 @@ import (
 // from the request's goroutine only (the request body tee has its own lock),
 // so the hot path takes no lock shared with other requests.
 type exchange struct {
-	mw  *Middleware
-	cfg *Config
-	r   *http.Request
+	mw *Middleware
+	r  *http.Request
 	// m measures the exchange as its bytes pass.
 	m    meter.Meter
 	info meter.DialectInfo
@@ -109,7 +108,7 @@ var clientSpanKind = trace.WithSpanKind(trace.SpanKindClient)
 func (mw *Middleware) begin(r *http.Request) *exchange {
 	start := time.Now()
 	cfg := &mw.cfg
-	x := &exchange{mw: mw, cfg: cfg, r: r, probe: takeProbeHeader(r.Header)}
+	x := &exchange{mw: mw, r: r, probe: takeProbeHeader(r.Header)}
 	switch d, ok := meter.DialectForPath(r.URL.Path); {
 	case cfg.Dialect != nil:
 		x.info = *cfg.Dialect
@@ -146,7 +145,7 @@ func takeProbeHeader(h http.Header) bool {
 // prepare starts the span, tees the request body and propagates the trace
 // context upstream. It returns the request to pass on.
 func (x *exchange) prepare(r *http.Request) *http.Request {
-	cfg := x.cfg
+	cfg := &x.mw.cfg
 	t0 := time.Now()
 	defer func() { x.overhead += time.Since(t0) }()
 
@@ -208,11 +207,11 @@ func (x *exchange) readSLOHeaders(h http.Header) {
 	if err != nil {
 		x.badSLOHeader = true
 		if x.mw.logOnce.first("slo_header", "") {
-			x.cfg.Logger.Warn("a request stated an objective tokentap cannot read; it is judged without that header and its measurement marked degraded (slo_header_invalid); this is logged once",
+			x.mw.cfg.Logger.Warn("a request stated an objective tokentap cannot read; it is judged without that header and its measurement marked degraded (slo_header_invalid); this is logged once",
 				zap.Error(err))
 		}
 	}
-	if x.cfg.SLOHeaders == SLOHeadersStrip {
+	if x.mw.cfg.SLOHeaders == SLOHeadersStrip {
 		delete(h, slo.HeaderTTFT)
 		delete(h, slo.HeaderTPOT)
 	}
@@ -221,8 +220,8 @@ func (x *exchange) readSLOHeaders(h http.Header) {
 // provider is the gen_ai.provider.name: configured, else the upstream host's
 // provider, else the dialect's.
 func (x *exchange) provider(upstreamHost string) string {
-	if x.cfg.Provider != "" {
-		return x.cfg.Provider
+	if x.mw.cfg.Provider != "" {
+		return x.mw.cfg.Provider
 	}
 	if p := meter.ProviderForHost(upstreamHost); p != "" {
 		return p
@@ -232,7 +231,7 @@ func (x *exchange) provider(upstreamHost string) string {
 
 // upstream is the host and port the proxy chose, when the host says.
 func (x *exchange) upstream() (host string, port int) {
-	if f := x.cfg.Host.Upstream; f != nil {
+	if f := x.mw.cfg.Host.Upstream; f != nil {
 		return f(x.r)
 	}
 	return "", 0
@@ -291,7 +290,7 @@ func (x *exchange) response(status int, header http.Header) {
 		}
 		x.m.Response(status, ct, ce)
 		if x.injected && status == http.StatusOK && ce == "" && strings.HasPrefix(strings.ToLower(ct), "text/event-stream") {
-			max := int(x.cfg.MaxEventSize)
+			max := int(x.mw.cfg.MaxEventSize)
 			if max <= 0 {
 				max = sse.DefaultMaxEventSize
 			}
@@ -300,7 +299,7 @@ func (x *exchange) response(status int, header http.Header) {
 		host, port := x.upstream()
 		x.inflight = inflightFor(host, port, x.m.M.Request.Model)
 		x.inflightAhead = x.inflight.Begin()
-		if t := x.cfg.Live; t != nil {
+		if t := x.mw.cfg.Live; t != nil {
 			t.Join(&x.stream, live.Key{Provider: x.provider(host), Model: x.m.M.Request.Model}, x.m.Options().StallThreshold)
 		}
 		if model := x.m.M.Request.Model; model != "" {

@@ -12,11 +12,11 @@ import (
 // that sink's record of this request and nothing else; if the span sink is
 // the one that failed, the span still ends, at the measured end.
 func (x *exchange) fanOut(r *sink.Result) {
-	if rows := x.cfg.Rows; rows != nil {
+	if rows := x.mw.cfg.Rows; rows != nil {
 		x.safely("stats", func() { r.RowSlow = rows.Record(r) })
 	}
-	for i := range x.cfg.Sinks {
-		s := &x.cfg.Sinks[i]
+	for i := range x.mw.cfg.Sinks {
+		s := &x.mw.cfg.Sinks[i]
 		if !x.safely(s.Name, func() { s.Record(r) }) && s.Name == "span" {
 			trace.SpanFromContext(r.Ctx).End(trace.WithTimestamp(r.End))
 		}

@@ -76,11 +76,11 @@ func (x *exchange) measure(end time.Time, abort meter.Outcome, errorType string)
 // resolveLabels evaluates the labels' templates for one request, at its
 // end, so that what the response set can be used too.
 func (x *exchange) resolveLabels() []sink.Label {
-	defs := x.cfg.Labels
+	defs := x.mw.cfg.Labels
 	if len(defs) == 0 {
 		return nil
 	}
-	replace := x.cfg.Host.Replace
+	replace := x.mw.cfg.Host.Replace
 	out := make([]sink.Label, len(defs))
 	for i := range defs {
 		v := defs[i].Template
@@ -94,7 +94,7 @@ func (x *exchange) resolveLabels() []sink.Label {
 
 // originalPath is the path the client asked for, before any rewrite.
 func (x *exchange) originalPath() string {
-	if f := x.cfg.Host.OriginalPath; f != nil {
+	if f := x.mw.cfg.Host.OriginalPath; f != nil {
 		return f(x.r)
 	}
 	return x.r.URL.Path
@@ -109,7 +109,7 @@ func (x *exchange) originalPath() string {
 // own or another, without a price is marked unpriced and that model logged
 // once.
 func (x *exchange) price(r *sink.Result) {
-	cfg := x.cfg
+	cfg := &x.mw.cfg
 	if cfg.Prices.Empty() {
 		return
 	}
@@ -135,10 +135,10 @@ func (x *exchange) judge(r *sink.Result) {
 		r.SLO, r.SLOFromRequest = x.requestSLO.Judge(r.M), true
 		return
 	}
-	if x.cfg.SLOs.Empty() {
+	if x.mw.cfg.SLOs.Empty() {
 		return
 	}
-	if o, ok := x.cfg.SLOs.Lookup(r.Model()); ok {
+	if o, ok := x.mw.cfg.SLOs.Lookup(r.Model()); ok {
 		r.SLO = o.Judge(r.M)
 	}
 }
@@ -149,7 +149,7 @@ func (x *exchange) judge(r *sink.Result) {
 // provider's new format is noticed without a log line per request.
 func (x *exchange) logDegraded(m *meter.Measurement) {
 	if x.mw.logOnce.first("degraded", m.Dialect+" "+m.DegradedReason) {
-		x.cfg.Logger.Warn("tokentap could not read part of a response; the traffic passed untouched, the measurement is degraded (tokentap.degraded.reason on its span)",
+		x.mw.cfg.Logger.Warn("tokentap could not read part of a response; the traffic passed untouched, the measurement is degraded (tokentap.degraded.reason on its span)",
 			zap.String("dialect", m.Dialect), zap.String("reason", m.DegradedReason),
 			zap.String("model", m.Request.Model))
 	}

@@ -85,7 +85,7 @@ func TestPriceRules(t *testing.T) {
 			prices := priceTable(t, []linePrice{{"line-*", 2, 8}, {"command-a-*", 2.5, 10}},
 				`{"openai/file-model":{"input_cost_per_token":1e-06,"output_cost_per_token":2e-06}}`)
 			mw := New(Config{Prices: prices, CostFromEstimates: tt.estimates, Logger: zap.New(core)})
-			x := &exchange{mw: mw, cfg: &mw.cfg}
+			x := &exchange{mw: mw}
 			for range 3 {
 				r := &sink.Result{M: &meter.Measurement{ResponseModel: tt.model, Usage: tt.usage, Billed: tt.billed}}
 				x.price(r)
@@ -114,7 +114,7 @@ func TestPriceRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)
 			mw := New(Config{Prices: priceTable(t, []linePrice{{"line-advisor", 5, 25}, {"line-*", 2, 8}}, ""), Logger: zap.New(core)})
-			x := &exchange{mw: mw, cfg: &mw.cfg}
+			x := &exchange{mw: mw}
 			for range 3 {
 				m := &meter.Measurement{ResponseModel: "line-model", Usage: usage(meter.UsageReported), Billed: none}
 				m.OtherModels[0] = meter.ModelUsage{Model: tt.advisor, Kind: "advisor_message", InputTokens: 60, OutputTokens: 40, CacheReadInputTokens: -1, CacheCreationInputTokens: -1}

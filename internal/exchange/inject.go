@@ -18,14 +18,14 @@ import (
 // so that it does. It returns the request to pass on and whether it changed
 // it; the body it read is kept for the measurement.
 func (x *exchange) injectUsage(r *http.Request) (*http.Request, bool) {
-	limit := x.cfg.MaxRequestBody
+	limit := x.mw.cfg.MaxRequestBody
 	r, body, res := injectusage.Request(r, limit)
 	if res == injectusage.TooLarge {
 		length := zap.Skip() // a chunked body's length is not known
 		if r.ContentLength > limit {
 			length = zap.Int64("content_length", r.ContentLength)
 		}
-		x.cfg.Logger.Info("inject_usage: request body over max_request_body; passing it through untouched",
+		x.mw.cfg.Logger.Info("inject_usage: request body over max_request_body; passing it through untouched",
 			length, zap.Int64("max_request_body", limit))
 	}
 	x.fullBody = body
